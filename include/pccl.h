@@ -1,0 +1,243 @@
+/* pccl.h: the public C API of libpccl.
+ *
+ * Source- and ABI-compatible with PCCL 1.0: names, numeric values, field order and field types
+ * are fixed. Our own additions live in the "Extensions" section at the end, each behind a
+ * PCCL_HAS_<FEATURE> macro. */
+#ifndef PCCL_H
+#define PCCL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip_inet.h"
+
+#if defined(_WIN32)
+#  if defined(PCCL_BUILDING_SHARED)
+#    define PCCL_EXPORT __declspec(dllexport)
+#  else
+#    define PCCL_EXPORT
+#  endif
+#else
+#  define PCCL_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pcclResult_t {
+    pcclSuccess = 0,
+    pcclNotInitialized = 1,
+    pcclInternalError = 2,
+    pcclInvalidArgument = 3,
+    pcclInvalidUsage = 4,
+    pcclTooFewPeers = 5,
+    pcclMasterConnectionFailed = 6,
+    pcclRankConnectionFailed = 7,
+    pcclRankConnectionLost = 8,
+    pcclNoSharedStateAvailable = 9,
+    pcclPendingAsyncOps = 10,
+    pcclUpdateTopologyFailed = 11,
+    pcclTopologyOptimizationFailed = 12
+    /* Extensions take values from 100 up; see the end of this file. */
+} pcclResult_t;
+
+typedef enum pcclDataType_t {
+    pcclUint8 = 0,
+    pcclInt8 = 1,
+    pcclInt16 = 2,
+    pcclUint16 = 3,
+    pcclUint32 = 4,
+    pcclInt32 = 5,
+    pcclUint64 = 6,
+    pcclInt64 = 7,
+    pcclFloat16 = 8,
+    pcclBFloat16 = 9,
+    pcclFloat = 10,
+    pcclDouble = 11
+} pcclDataType_t;
+
+typedef enum pcclDeviceType_t {
+    pcclDeviceCpu = 0,
+    pcclDeviceCuda = 1
+} pcclDeviceType_t;
+
+typedef enum pcclRedOp_t {
+    pcclSum = 0,
+    pcclAvg = 1,
+    pcclProd = 2,
+    pcclMax = 3,
+    pcclMin = 4
+} pcclRedOp_t;
+
+typedef enum pcclAttribute_t {
+    PCCL_ATTRIBUTE_GLOBAL_WORLD_SIZE = 1,
+    PCCL_ATTRIBUTE_PEER_GROUP_WORLD_SIZE = 2,
+    PCCL_ATTRIBUTE_NUM_DISTINCT_PEER_GROUPS = 3,
+    PCCL_ATTRIBUTE_LARGEST_PEER_GROUP_WORLD_SIZE = 4
+} pcclAttribute_t;
+
+typedef enum pcclSharedStateSyncStrategy_t {
+    PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR = 0,
+    PCCL_SHARED_STATE_SYNC_STRATEGY_RECEIVE_ONLY = 1,
+    PCCL_SHARED_STATE_SYNC_STRATEGY_SEND_ONLY = 2
+} pcclSharedStateSyncStrategy_t;
+
+typedef enum pcclDistributionHint_t {
+    pcclDistributionNone = 0,
+    pcclDistributionNormal = 1,
+    pcclDistributionUniform = 2
+} pcclDistributionHint_t;
+
+typedef enum pcclQuantizationAlgorithm_t {
+    pcclQuantNone = 0,
+    pcclQuantMinMax = 1,
+    pcclQuantZeroPointScale = 2
+} pcclQuantizationAlgorithm_t;
+
+typedef struct pcclCommCreateParams_t {
+    ccoip_socket_address_t master_address;
+    uint32_t peer_group;
+    uint32_t p2p_connection_pool_size; /* 0 means 1 */
+} pcclCommCreateParams_t;
+
+typedef struct pcclComm_t pcclComm_t;
+typedef struct pcclRankInfo_t pcclRankInfo_t;
+typedef struct pcclMasterInstanceState_t pcclMasterInstance_t;
+
+typedef struct pcclReduceInfo_t {
+    uint32_t local_world_size;
+    uint64_t tx_bytes;
+    uint64_t rx_bytes;
+} pcclReduceInfo_t;
+
+typedef struct pcclReduceOperandDescriptor_t {
+    pcclDataType_t datatype;
+    pcclDistributionHint_t distribution_hint;
+} pcclReduceOperandDescriptor_t;
+
+typedef struct pcclQuantizationOptions_t {
+    pcclDataType_t quantized_datatype;
+    pcclQuantizationAlgorithm_t algorithm;
+} pcclQuantizationOptions_t;
+
+typedef struct pcclReduceDescriptor_t {
+    size_t count;
+    pcclRedOp_t op;
+    uint64_t tag;
+    pcclReduceOperandDescriptor_t src_descriptor;
+    pcclQuantizationOptions_t quantization_options;
+} pcclReduceDescriptor_t;
+
+typedef struct pcclReduceSingleDescriptor_t {
+    void *sendbuf;
+    void *recvbuf;
+    pcclReduceDescriptor_t descriptor;
+} pcclReduceOpDescriptor_t;
+
+typedef struct pcclAsyncReduceOp_t {
+    pcclComm_t *comm;
+    uint64_t tag;
+} pcclAsyncReduceOp_t;
+
+typedef struct pcclRankUuid_t {
+    uint8_t data[16];
+} pcclRankUuid_t;
+
+typedef struct pcclTensorInfo_t {
+    const char *name;
+    void *data;
+    size_t count;
+    pcclDataType_t datatype;
+    pcclDeviceType_t device_type;
+    bool allow_content_inequality;
+} pcclTensorInfo_t;
+
+typedef struct pcclSharedState_t {
+    uint64_t revision;
+    size_t count;
+    pcclTensorInfo_t *infos;
+} pcclSharedState_t;
+
+typedef struct pcclSharedStateSyncInfo_t {
+    uint64_t tx_bytes;
+    uint64_t rx_bytes;
+} pcclSharedStateSyncInfo_t;
+
+typedef struct pcclBuildInfo_t {
+    bool has_cuda_support;
+} pcclBuildInfo_t;
+
+/* Once per process, before any other call; until then calls return pcclNotInitialized. */
+PCCL_EXPORT pcclResult_t pcclInit(void);
+
+/* Allocates a communicator; does no I/O. */
+PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *params, pcclComm_t **comm_out);
+
+/* World sizes and peer-group counts as the master last reported them. */
+PCCL_EXPORT pcclResult_t pcclGetAttribute(const pcclComm_t *communicator, pcclAttribute_t attribute,
+                                          int *p_attribute_out);
+
+/* Closes every connection, joins every thread, frees everything. */
+PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *communicator);
+
+/* Connects to the master and blocks until the accepted peers admit this one. */
+PCCL_EXPORT pcclResult_t pcclConnect(pcclComm_t *communicator);
+
+/* Collective among accepted peers: admits pending peers and (re)connects the ring. */
+PCCL_EXPORT pcclResult_t pcclUpdateTopology(pcclComm_t *communicator);
+
+/* Collective among accepted peers: is anyone waiting for admission? */
+PCCL_EXPORT pcclResult_t pcclArePeersPending(const pcclComm_t *communicator, bool *pending_out);
+
+/* Collective: measures missing bandwidths and adopts the ring order the master computes. */
+PCCL_EXPORT pcclResult_t pcclOptimizeTopology(const pcclComm_t *communicator);
+
+/* Blocking all-reduce over the accepted peers of this peer group; sendbuf may equal recvbuf. */
+PCCL_EXPORT pcclResult_t pcclAllReduce(const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *descriptor,
+                                       const pcclComm_t *communicator, pcclReduceInfo_t *reduce_info_out);
+
+/* Starts an all-reduce; several with distinct tags may be in flight. */
+PCCL_EXPORT pcclResult_t pcclAllReduceAsync(const void *sendbuf, void *recvbuf,
+                                            const pcclReduceDescriptor_t *descriptor,
+                                            const pcclComm_t *communicator, pcclAsyncReduceOp_t *reduce_handle_out);
+
+/* Waits for an async all-reduce and returns its result. */
+PCCL_EXPORT pcclResult_t pcclAwaitAsyncReduce(const pcclAsyncReduceOp_t *reduce_handle,
+                                              pcclReduceInfo_t *reduce_info_out);
+
+/* Runs `count` all-reduces, at most max_in_flight at once, retrying failed ones with the peers
+ * that remain until all succeed or fewer than two peers are left. */
+PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescriptor_t *descriptors, size_t count,
+                                                        const pcclComm_t *communicator,
+                                                        pcclReduceInfo_t *reduce_info_out, int max_in_flight);
+
+/* Hashes the tensors, lets the master elect the popular content, fetches what differs, verifies. */
+PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicator, pcclSharedState_t *shared_state,
+                                                    pcclSharedStateSyncStrategy_t strategy,
+                                                    pcclSharedStateSyncInfo_t *sync_info_out);
+
+/* A master inside the caller's process; the pccl-master binary wraps these five. */
+PCCL_EXPORT pcclResult_t pcclCreateMaster(ccoip_socket_address_t listen_address,
+                                          pcclMasterInstance_t **p_master_handle_out);
+PCCL_EXPORT pcclResult_t pcclRunMaster(pcclMasterInstance_t *master_instance);
+PCCL_EXPORT pcclResult_t pcclInterruptMaster(pcclMasterInstance_t *master_instance);
+PCCL_EXPORT pcclResult_t pcclMasterAwaitTermination(pcclMasterInstance_t *master_instance);
+PCCL_EXPORT pcclResult_t pcclDestroyMaster(pcclMasterInstance_t *master_instance);
+
+/* Whether CUDA support is compiled in. */
+PCCL_EXPORT pcclResult_t pcclGetBuildInfo(pcclBuildInfo_t *info);
+
+/* ---- Extensions (ours, not in PCCL 1.0) ---------------------------------------------------- */
+
+/* pcclResultString: a short constant English name for a result code ("pcclSuccess", ...);
+ * unknown values give "unknown pcclResult_t". Never NULL. */
+#define PCCL_HAS_RESULT_STRING 1
+PCCL_EXPORT const char *pcclResultString(pcclResult_t result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PCCL_H */

@@ -1,0 +1,63 @@
+#include "log/log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* -1 until the environment has been read. Racing first calls all store the same value. */
+static atomic_int log_threshold = -1;
+
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+int log_parse_level(const char *name) {
+    static const char *const lower[] = {"error", "warn", "info", "debug"};
+    if (name == NULL) return -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, lower[i]) == 0) return i;
+    return -1;
+}
+
+static int threshold(void) {
+    int t = atomic_load_explicit(&log_threshold, memory_order_relaxed);
+    if (t >= 0) return t;
+    const char *env = getenv("PCCL_LOG_LEVEL");
+    t = log_parse_level(env);
+    if (t < 0) {
+        if (env != NULL && *env != '\0')
+            fprintf(stderr, "pccl: ignoring PCCL_LOG_LEVEL=%s (use error, warn, info or debug)\n", env);
+        t = LOG_LEVEL_WARN;
+    }
+    atomic_store_explicit(&log_threshold, t, memory_order_relaxed);
+    return t;
+}
+
+int log_enabled(log_level_t level) { return (int) level <= threshold(); }
+
+void log_set_level(log_level_t level) { atomic_store_explicit(&log_threshold, (int) level, memory_order_relaxed); }
+
+void log_write(log_level_t level, const char *module, const char *fmt, ...) {
+    if (!log_enabled(level)) return;
+    char line[1280];
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    struct tm tm;
+#if defined(_WIN32)
+    gmtime_s(&tm, &ts.tv_sec);
+#else
+    gmtime_r(&ts.tv_sec, &tm);
+#endif
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L,
+                     level_names[level], module);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, 1024, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t) n + (m < 0 ? 0 : (m > 1023 ? 1023 : (size_t) m));
+    line[len++] = '\n';
+    /* One fwrite per line keeps lines from different threads whole. */
+    fwrite(line, 1, len, stderr);
+}
