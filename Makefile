@@ -36,12 +36,7 @@ bench: build
 	@sh bench/run.sh
 
 install: build
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 build/lib/libpccl.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 0644 build/lib/libpccl.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 0644 build/include/pccl.h build/include/ccoip_inet.h $(DESTDIR)$(PREFIX)/include/
-	@for b in build/bin/*; do [ -e "$$b" ] && install -m 0755 "$$b" $(DESTDIR)$(PREFIX)/bin/ || true; done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' pccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pccl.pc
+	sh tools/install.sh $(DESTDIR)$(PREFIX) build $(VERSION)
 
 clean:
 	$(BAZEL) clean
