@@ -1,0 +1,183 @@
+/* ccoip_packets.h: every control packet of the ccoip protocol, as C structs, and the one codec
+ * that turns them into frames and back (ccoip_packets.c, driven by a layout table).
+ *
+ * Type numbers are grouped by direction; the gaps are kept for later work:
+ *   0x00xx handshake (any connection)
+ *   0x01xx peer -> master      0x0110.. collectives, 0x0120.. shared state, 0x0130.. bandwidth
+ *   0x02xx master -> peer      0x0210.. collectives, 0x0220.. shared state, 0x0230.. bandwidth
+ *   0x03xx peer <-> peer control on p2p / shared-state / benchmark connections
+ * See ccoip/README.md for the protocol as a whole. */
+#ifndef CCOIP_PACKETS_H
+#define CCOIP_PACKETS_H
+
+#include <stdint.h>
+
+#include "ccoip/ccoip_wire.h"
+#include "ccoip_inet.h"
+
+#define CCOIP_MAGIC 0x43434F50u /* "CCOP" */
+#define CCOIP_PROTOCOL_VERSION 1u
+/* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
+#define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
+/* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
+ * topologies may add more). */
+#define CCOIP_MAX_PEER_ENTRIES 1024u
+
+typedef enum ccoip_packet_type_t {
+    CCOIP_PKT_HELLO = 0x0001,
+    CCOIP_PKT_HELLO_ACK = 0x0002,
+
+    CCOIP_PKT_C2M_JOIN = 0x0101,
+    CCOIP_PKT_C2M_VOTE_ACCEPT = 0x0102,  /* pcclUpdateTopology */
+    CCOIP_PKT_C2M_P2P_ESTABLISHED = 0x0103,
+    CCOIP_PKT_C2M_VOTE_PENDING = 0x0104, /* pcclArePeersPending */
+    CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
+
+    CCOIP_PKT_M2C_JOIN_RESPONSE = 0x0201,
+    CCOIP_PKT_M2C_P2P_INFO = 0x0202,
+    CCOIP_PKT_M2C_TOPOLOGY_RESULT = 0x0203,
+    CCOIP_PKT_M2C_PENDING_RESULT = 0x0204,
+    CCOIP_PKT_M2C_WORLD_UPDATE = 0x0205,
+    CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210
+} ccoip_packet_type_t;
+
+typedef enum ccoip_role_t {
+    CCOIP_ROLE_PEER_TO_MASTER = 1,
+    CCOIP_ROLE_P2P = 2,
+    CCOIP_ROLE_SHARED_STATE = 3,
+    CCOIP_ROLE_BENCHMARK = 4
+} ccoip_role_t;
+
+typedef enum ccoip_hello_status_t {
+    CCOIP_HELLO_OK = 0,
+    CCOIP_HELLO_BAD_MAGIC = 1,
+    CCOIP_HELLO_BAD_VERSION = 2,
+    CCOIP_HELLO_BAD_ROLE = 3,
+    CCOIP_HELLO_UNKNOWN_PEER = 4, /* p2p: the master has not announced this UUID to us */
+    CCOIP_HELLO_BUSY = 5          /* shutting down, or over a limit */
+} ccoip_hello_status_t;
+
+typedef enum ccoip_join_status_t {
+    CCOIP_JOIN_OK = 0,
+    CCOIP_JOIN_LOOPBACK_MIX = 1, /* loopback and non-loopback peers cannot share a run */
+    CCOIP_JOIN_BAD_STATE = 2
+} ccoip_join_status_t;
+
+typedef enum ccoip_result_status_t {
+    CCOIP_RESULT_OK = 0,
+    CCOIP_RESULT_FAILED = 1,   /* a p2p connection failed or a participant dropped: retry */
+    CCOIP_RESULT_MISMATCH = 2  /* accepted peers voted for different things */
+} ccoip_result_status_t;
+
+/* Flags of a neighbour entry: what this peer does with it. */
+#define CCOIP_PEER_CONNECT_TO 1u  /* open our TX link to its p2p listener */
+#define CCOIP_PEER_ACCEPT_FROM 2u /* accept its TX link as our RX */
+
+typedef struct ccoip_uuid_t {
+    uint8_t b[16];
+} ccoip_uuid_t;
+
+typedef struct ccoip_hello_t {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t role;       /* ccoip_role_t */
+    ccoip_uuid_t uuid;  /* zero towards the master: the master assigns one */
+} ccoip_hello_t;
+
+typedef struct ccoip_hello_ack_t {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t status;    /* ccoip_hello_status_t */
+    ccoip_uuid_t uuid; /* the UUID the master assigned; echo on p2p */
+} ccoip_hello_ack_t;
+
+typedef struct ccoip_join_t {
+    uint32_t peer_group;
+    uint16_t p2p_port;
+    uint16_t ss_port;    /* 0: no shared-state listener yet */
+    uint16_t bench_port; /* 0: no benchmark listener yet */
+} ccoip_join_t;
+
+typedef struct ccoip_join_response_t {
+    uint8_t status; /* ccoip_join_status_t */
+} ccoip_join_response_t;
+
+typedef struct ccoip_world_t {
+    uint32_t global_world_size;
+    uint32_t group_world_size;
+    uint32_t num_groups;
+    uint32_t largest_group_world_size;
+} ccoip_world_t;
+
+typedef struct ccoip_peer_entry_t {
+    ccoip_uuid_t uuid;
+    uint8_t flags; /* CCOIP_PEER_* */
+    ccoip_inet_address_t addr;
+    uint16_t p2p_port;
+    uint16_t ss_port;
+    uint16_t bench_port;
+} ccoip_peer_entry_t;
+
+typedef struct ccoip_p2p_info_t {
+    uint64_t round;
+    uint32_t count;
+    ccoip_peer_entry_t *peers; /* owned; ccoip_packet_free releases it */
+} ccoip_p2p_info_t;
+
+typedef struct ccoip_p2p_established_t {
+    uint64_t round;
+    uint8_t ok;
+} ccoip_p2p_established_t;
+
+typedef struct ccoip_topology_result_t {
+    uint64_t round;
+    uint8_t status; /* ccoip_result_status_t */
+    ccoip_world_t world;
+} ccoip_topology_result_t;
+
+typedef struct ccoip_pending_result_t {
+    uint8_t status; /* ccoip_result_status_t */
+    uint8_t pending;
+} ccoip_pending_result_t;
+
+typedef struct ccoip_world_update_t {
+    ccoip_world_t world;
+} ccoip_world_update_t;
+
+typedef struct ccoip_collective_abort_t {
+    uint64_t tag;
+} ccoip_collective_abort_t;
+
+typedef struct ccoip_packet_t {
+    uint16_t type;
+    union {
+        ccoip_hello_t hello;
+        ccoip_hello_ack_t hello_ack;
+        ccoip_join_t join;
+        ccoip_join_response_t join_response;
+        ccoip_p2p_info_t p2p_info;
+        ccoip_p2p_established_t p2p_established;
+        ccoip_topology_result_t topology_result;
+        ccoip_pending_result_t pending_result;
+        ccoip_world_update_t world_update;
+        ccoip_collective_abort_t collective_abort;
+    } u;
+} ccoip_packet_t;
+
+/* The name of a packet type ("HELLO", "C2M_JOIN", ...), or NULL for an unknown type. */
+const char *ccoip_packet_name(uint16_t type);
+
+/* Decodes one payload. On CCOIP_OK *out is filled (call ccoip_packet_free when done); on error
+ * nothing is owned. Every value is range-checked; trailing bytes are an error (except after
+ * HELLO/HELLO_ACK, which later versions may extend). */
+ccoip_status_t ccoip_packet_decode(uint16_t type, const uint8_t *payload, size_t len, ccoip_packet_t *out);
+
+/* Appends one whole frame (header and payload) for p to w. */
+ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w);
+
+void ccoip_packet_free(ccoip_packet_t *p);
+
+/* Shorthands for packets without a body. */
+ccoip_status_t ccoip_packet_encode_empty(uint16_t type, ccoip_writer_t *w);
+
+#endif /* CCOIP_PACKETS_H */

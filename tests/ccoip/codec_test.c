@@ -1,0 +1,246 @@
+/* The codec: round trips of every packet type and every malformed-input case we can name. */
+#include <string.h>
+
+#include "ccoip/ccoip_packets.h"
+#include "tests/common/check.h"
+
+static ccoip_uuid_t uuid_of(uint8_t seed) {
+    ccoip_uuid_t u;
+    for (int i = 0; i < 16; i++) u.b[i] = (uint8_t) (seed + i);
+    return u;
+}
+
+/* Encodes p, decodes the frame again, re-encodes and checks the bytes are identical. */
+static void round_trip(const ccoip_packet_t *p, ccoip_packet_t *back) {
+    ccoip_writer_t w, w2;
+    ccoip_writer_init(&w, 1u << 24);
+    ccoip_writer_init(&w2, 1u << 24);
+    REQUIRE(ccoip_packet_encode(p, &w) == CCOIP_OK);
+    uint16_t type;
+    uint32_t len;
+    REQUIRE(ccoip_frame_peek(w.buf, w.len, CCOIP_MAX_PAYLOAD, &type, &len) == CCOIP_OK);
+    CHECK_EQ_U64(type, p->type);
+    CHECK_EQ_U64(len + CCOIP_HEADER_SIZE, w.len);
+    REQUIRE(ccoip_packet_decode(type, w.buf + CCOIP_HEADER_SIZE, len, back) == CCOIP_OK);
+    REQUIRE(ccoip_packet_encode(back, &w2) == CCOIP_OK);
+    CHECK(w.len == w2.len && memcmp(w.buf, w2.buf, w.len) == 0);
+    /* Every strict prefix of the payload is a clean truncation error. */
+    for (uint32_t cut = 0; cut < len; cut++) {
+        ccoip_packet_t tmp;
+        ccoip_status_t st = ccoip_packet_decode(type, w.buf + CCOIP_HEADER_SIZE, cut, &tmp);
+        CHECK(st == CCOIP_ERR_TRUNCATED);
+    }
+    ccoip_writer_free(&w);
+    ccoip_writer_free(&w2);
+}
+
+static ccoip_status_t decode_bytes(uint16_t type, const uint8_t *b, size_t n) {
+    ccoip_packet_t p;
+    ccoip_status_t st = ccoip_packet_decode(type, b, n, &p);
+    if (st == CCOIP_OK) ccoip_packet_free(&p);
+    return st;
+}
+
+static void test_reader_writer(void) {
+    uint8_t buf[3] = {1, 2, 3};
+    ccoip_reader_t r;
+    ccoip_reader_init(&r, buf, 3);
+    uint16_t v16;
+    uint32_t v32;
+    CHECK(ccoip_read_u16(&r, &v16) && v16 == 0x0102);
+    CHECK(!ccoip_read_u32(&r, &v32));
+    uint8_t v8;
+    CHECK(!ccoip_read_u8(&r, &v8)); /* failure latches */
+    CHECK_EQ_U64(ccoip_reader_left(&r), 0);
+
+    ccoip_writer_t w;
+    ccoip_writer_init(&w, 10);
+    CHECK(ccoip_write_u64(&w, 0x0102030405060708ull));
+    CHECK(!ccoip_write_u32(&w, 1)); /* over the cap */
+    CHECK(w.failed);
+    CHECK(w.buf[0] == 1 && w.buf[7] == 8);
+    ccoip_writer_free(&w);
+}
+
+static void test_frame_peek(void) {
+    uint8_t h[6] = {0, 0, 0, 5, 0x01, 0x02};
+    uint16_t t;
+    uint32_t n;
+    CHECK(ccoip_frame_peek(h, 5, CCOIP_MAX_PAYLOAD, &t, &n) == CCOIP_ERR_TRUNCATED);
+    CHECK(ccoip_frame_peek(h, 6, CCOIP_MAX_PAYLOAD, &t, &n) == CCOIP_OK && t == 0x0102 && n == 5);
+    uint8_t big[6] = {0xff, 0xff, 0xff, 0xff, 0, 1}; /* 4 GiB */
+    CHECK(ccoip_frame_peek(big, 6, CCOIP_MAX_PAYLOAD, &t, &n) == CCOIP_ERR_TOO_LARGE);
+    uint8_t over[6] = {0, 0, 1, 1, 0, 1};
+    CHECK(ccoip_frame_peek(over, 6, CCOIP_MAX_HANDSHAKE_PAYLOAD, &t, &n) == CCOIP_ERR_TOO_LARGE);
+}
+
+static void test_round_trips(void) {
+    ccoip_packet_t p, b;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_HELLO;
+    p.u.hello = (ccoip_hello_t){CCOIP_MAGIC, CCOIP_PROTOCOL_VERSION, CCOIP_ROLE_P2P, uuid_of(7)};
+    round_trip(&p, &b);
+    CHECK(b.u.hello.magic == CCOIP_MAGIC && b.u.hello.role == CCOIP_ROLE_P2P && b.u.hello.uuid.b[15] == 22);
+
+    p.type = CCOIP_PKT_HELLO_ACK;
+    p.u.hello_ack = (ccoip_hello_ack_t){CCOIP_MAGIC, 9, CCOIP_HELLO_BAD_VERSION, uuid_of(1)};
+    round_trip(&p, &b);
+    CHECK(b.u.hello_ack.version == 9 && b.u.hello_ack.status == CCOIP_HELLO_BAD_VERSION);
+
+    p.type = CCOIP_PKT_C2M_JOIN;
+    p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0};
+    round_trip(&p, &b);
+    CHECK(b.u.join.peer_group == 0xdeadbeef && b.u.join.p2p_port == 48149 && b.u.join.ss_port == 48150);
+
+    p.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
+    p.u.join_response.status = CCOIP_JOIN_LOOPBACK_MIX;
+    round_trip(&p, &b);
+    CHECK(b.u.join_response.status == CCOIP_JOIN_LOOPBACK_MIX);
+
+    ccoip_peer_entry_t e[2];
+    memset(e, 0, sizeof e);
+    e[0].uuid = uuid_of(3);
+    e[0].flags = CCOIP_PEER_CONNECT_TO;
+    e[0].addr.protocol = inetIPv4;
+    memcpy(e[0].addr.ipv4.data, "\x7f\x00\x00\x01", 4);
+    e[0].p2p_port = 48149;
+    e[1].uuid = uuid_of(4);
+    e[1].flags = CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_CONNECT_TO;
+    e[1].addr.protocol = inetIPv6;
+    e[1].addr.ipv6.data[15] = 1;
+    e[1].p2p_port = 50000;
+    e[1].bench_port = 7;
+    p.type = CCOIP_PKT_M2C_P2P_INFO;
+    p.u.p2p_info = (ccoip_p2p_info_t){42, 2, e};
+    round_trip(&p, &b);
+    CHECK(b.u.p2p_info.round == 42 && b.u.p2p_info.count == 2);
+    CHECK(memcmp(&b.u.p2p_info.peers[0], &e[0], sizeof e[0]) == 0);
+    CHECK(memcmp(&b.u.p2p_info.peers[1], &e[1], sizeof e[1]) == 0);
+    ccoip_packet_free(&b);
+
+    p.u.p2p_info = (ccoip_p2p_info_t){1, 0, NULL};
+    round_trip(&p, &b);
+    CHECK(b.u.p2p_info.count == 0 && b.u.p2p_info.peers == NULL);
+    ccoip_packet_free(&b);
+
+    p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
+    p.u.p2p_established = (ccoip_p2p_established_t){77, 1};
+    round_trip(&p, &b);
+    CHECK(b.u.p2p_established.round == 77 && b.u.p2p_established.ok == 1);
+
+    p.type = CCOIP_PKT_M2C_TOPOLOGY_RESULT;
+    p.u.topology_result = (ccoip_topology_result_t){5, CCOIP_RESULT_OK, {8, 3, 2, 5}};
+    round_trip(&p, &b);
+    CHECK(b.u.topology_result.world.global_world_size == 8 && b.u.topology_result.world.largest_group_world_size == 5);
+
+    p.type = CCOIP_PKT_M2C_PENDING_RESULT;
+    p.u.pending_result = (ccoip_pending_result_t){CCOIP_RESULT_OK, 1};
+    round_trip(&p, &b);
+    CHECK(b.u.pending_result.pending == 1);
+
+    p.type = CCOIP_PKT_M2C_WORLD_UPDATE;
+    p.u.world_update.world = (ccoip_world_t){4, 4, 1, 4};
+    round_trip(&p, &b);
+    CHECK(b.u.world_update.world.num_groups == 1);
+
+    p.type = CCOIP_PKT_M2C_COLLECTIVE_ABORT;
+    p.u.collective_abort.tag = 0x1122334455667788ull;
+    round_trip(&p, &b);
+    CHECK(b.u.collective_abort.tag == 0x1122334455667788ull);
+
+    const uint16_t empties[] = {CCOIP_PKT_C2M_VOTE_ACCEPT, CCOIP_PKT_C2M_VOTE_PENDING, CCOIP_PKT_C2M_HEARTBEAT};
+    for (size_t i = 0; i < 3; i++) {
+        memset(&p, 0, sizeof p);
+        p.type = empties[i];
+        round_trip(&p, &b);
+        CHECK(ccoip_packet_name(empties[i]) != NULL);
+    }
+}
+
+static void test_malformed(void) {
+    uint8_t b[64];
+    memset(b, 0, sizeof b);
+    CHECK(decode_bytes(0x7777, b, 0) == CCOIP_ERR_UNKNOWN_TYPE);
+    CHECK(decode_bytes(0, b, 0) == CCOIP_ERR_UNKNOWN_TYPE);
+    CHECK(ccoip_packet_name(0x7777) == NULL);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_HEARTBEAT, b, 1) == CCOIP_ERR_INVALID);     /* trailing byte */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 11) == CCOIP_ERR_INVALID);         /* trailing byte */
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, NULL, 0) == CCOIP_ERR_TRUNCATED);
+    /* HELLO: role 0 and 5 are out of range; trailing bytes are allowed (later versions). */
+    uint8_t hello[24] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 2};
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 24) == CCOIP_OK);
+    hello[6] = 0;
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
+    hello[6] = 5;
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
+    /* HELLO_ACK status over range. */
+    uint8_t ack[23] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 6};
+    CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, ack, 23) == CCOIP_ERR_INVALID);
+    /* Bools and enums. */
+    uint8_t est[9] = {0, 0, 0, 0, 0, 0, 0, 1, 2};
+    CHECK(decode_bytes(CCOIP_PKT_C2M_P2P_ESTABLISHED, est, 9) == CCOIP_ERR_INVALID);
+    uint8_t pend[2] = {3, 0};
+    CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
+    pend[0] = 0;
+    pend[1] = 2;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
+    uint8_t jr[1] = {3};
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_ERR_INVALID);
+
+    /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. */
+    uint8_t info[12 + 30];
+    memset(info, 0, sizeof info);
+    info[8] = 0xff; info[9] = 0xff; info[10] = 0xff; info[11] = 0xff;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12) == CCOIP_ERR_TOO_LARGE);
+    info[8] = 0; info[9] = 0; info[10] = 0x01; info[11] = 0x00; /* 256 entries, 0 bytes */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12) == CCOIP_ERR_TRUNCATED);
+    info[10] = 0; info[11] = 1; /* one entry: uuid, flags, family 4, ip, 3 ports = 16+1+1+4+6 = 28 */
+    info[12 + 16] = 1;
+    info[12 + 17] = 4;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 27) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 29) == CCOIP_ERR_INVALID);
+    info[12 + 16] = 0;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    info[12 + 16] = 4;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    info[12 + 16] = 3;
+    info[12 + 17] = 5;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    /* Two entries, the second one truncated: the first one's memory must be released (ASan). */
+    info[11] = 2;
+    info[12 + 17] = 4;
+    uint8_t two[12 + 28 + 20];
+    memset(two, 0, sizeof two);
+    memcpy(two, info, 12 + 28);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, two, sizeof two) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, b, CCOIP_MAX_PAYLOAD + 1u) == CCOIP_ERR_TOO_LARGE);
+}
+
+static void test_encode_limits(void) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    ccoip_writer_t w;
+    ccoip_writer_init(&w, 1u << 20);
+    p.type = 0x7777;
+    CHECK(ccoip_packet_encode(&p, &w) == CCOIP_ERR_UNKNOWN_TYPE);
+    p.type = CCOIP_PKT_M2C_P2P_INFO;
+    p.u.p2p_info.count = 3;
+    p.u.p2p_info.peers = NULL;
+    CHECK(ccoip_packet_encode(&p, &w) == CCOIP_ERR_TOO_LARGE);
+    ccoip_writer_free(&w);
+    ccoip_writer_init(&w, 8); /* too small for the header and a JOIN */
+    p.type = CCOIP_PKT_C2M_JOIN;
+    CHECK(ccoip_packet_encode(&p, &w) == CCOIP_ERR_TOO_LARGE);
+    ccoip_writer_free(&w);
+}
+
+int main(void) {
+    test_reader_writer();
+    test_frame_peek();
+    test_round_trips();
+    test_malformed();
+    test_encode_limits();
+    return check_exit();
+}
