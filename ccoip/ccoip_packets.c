@@ -86,6 +86,7 @@ static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, stat
                                                 U8R(ccoip_pending_result_t, pending, 0, 1)};
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
 static const field_t collective_abort_fields[] = {U64(ccoip_collective_abort_t, tag)};
+static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round)};
 
 #define PACKET(t, nm, fl, tr) {t, nm, 0, fl, N(fl), tr}
 #define EMPTY(t, nm) {t, nm, 0, NULL, 0, 0}
@@ -103,6 +104,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_M2C_PENDING_RESULT, "M2C_PENDING_RESULT", pending_result_fields, 0),
     PACKET(CCOIP_PKT_M2C_WORLD_UPDATE, "M2C_WORLD_UPDATE", world_update_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_ABORT, "M2C_COLLECTIVE_ABORT", collective_abort_fields, 0),
+    PACKET(CCOIP_PKT_P2P_BIND, "P2P_BIND", p2p_bind_fields, 0),
 };
 
 static const layout_t *find_layout(uint16_t type) {

@@ -38,7 +38,9 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_M2C_TOPOLOGY_RESULT = 0x0203,
     CCOIP_PKT_M2C_PENDING_RESULT = 0x0204,
     CCOIP_PKT_M2C_WORLD_UPDATE = 0x0205,
-    CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210
+    CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210,
+
+    CCOIP_PKT_P2P_BIND = 0x0301 /* after HELLO on a p2p link: which topology round it serves */
 } ccoip_packet_type_t;
 
 typedef enum ccoip_role_t {
@@ -148,6 +150,10 @@ typedef struct ccoip_collective_abort_t {
     uint64_t tag;
 } ccoip_collective_abort_t;
 
+typedef struct ccoip_p2p_bind_t {
+    uint64_t round;
+} ccoip_p2p_bind_t;
+
 typedef struct ccoip_packet_t {
     uint16_t type;
     union {
@@ -161,6 +167,7 @@ typedef struct ccoip_packet_t {
         ccoip_pending_result_t pending_result;
         ccoip_world_update_t world_update;
         ccoip_collective_abort_t collective_abort;
+        ccoip_p2p_bind_t p2p_bind;
     } u;
 } ccoip_packet_t;
 

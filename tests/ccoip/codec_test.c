@@ -148,6 +148,11 @@ static void test_round_trips(void) {
     round_trip(&p, &b);
     CHECK(b.u.collective_abort.tag == 0x1122334455667788ull);
 
+    p.type = CCOIP_PKT_P2P_BIND;
+    p.u.p2p_bind.round = 9;
+    round_trip(&p, &b);
+    CHECK(b.u.p2p_bind.round == 9);
+
     const uint16_t empties[] = {CCOIP_PKT_C2M_VOTE_ACCEPT, CCOIP_PKT_C2M_VOTE_PENDING, CCOIP_PKT_C2M_HEARTBEAT};
     for (size_t i = 0; i < 3; i++) {
         memset(&p, 0, sizeof p);

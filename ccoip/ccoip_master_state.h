@@ -1,0 +1,93 @@
+/* ccoip_master_state.h: the master's decisions, free of I/O. The libuv layer (ccoip_master.c)
+ * feeds it decoded packets, closes and clock ticks; it answers through two callbacks (send a
+ * packet to a client, close a client). Everything runs on the master's loop thread: no locks. */
+#ifndef CCOIP_MASTER_STATE_H
+#define CCOIP_MASTER_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/ccoip_packets.h"
+
+typedef enum ccoip_mphase_t {
+    CCOIP_MPHASE_CONNECTED = 0,  /* no HELLO yet */
+    CCOIP_MPHASE_GREETED = 1,    /* HELLO done, no JOIN yet */
+    CCOIP_MPHASE_REGISTERED = 2, /* joined, waiting for the accepted peers to admit it */
+    CCOIP_MPHASE_ACCEPTED = 3
+} ccoip_mphase_t;
+
+typedef enum ccoip_mstate_t {
+    CCOIP_MSTATE_IDLE = 0,
+    CCOIP_MSTATE_VOTE_ACCEPT = 1,    /* in pcclUpdateTopology, waiting for the others */
+    CCOIP_MSTATE_CONNECTING_P2P = 2, /* told its neighbours, waiting for its P2P_ESTABLISHED */
+    CCOIP_MSTATE_VOTE_PENDING = 3    /* in pcclArePeersPending */
+    /* later: in collective, syncing shared state, benchmarking */
+} ccoip_mstate_t;
+
+typedef struct ccoip_mclient_t {
+    uint64_t id; /* connection order: also the ring order */
+    ccoip_mphase_t phase;
+    ccoip_mstate_t state;
+    ccoip_uuid_t uuid;
+    uint32_t peer_group;
+    ccoip_inet_address_t addr; /* as the master saw the connection */
+    bool loopback;
+    uint16_t p2p_port, ss_port, bench_port;
+    bool dropped;
+    bool in_round;
+    int round_ok; /* -1 not reported, 0 failed, 1 established */
+    uint64_t connected_ms, last_seen_ms;
+    char name[64]; /* "ip:port" for log lines */
+    void *io;      /* the I/O layer's connection */
+} ccoip_mclient_t;
+
+typedef struct ccoip_master_options_t {
+    uint64_t handshake_timeout_ms; /* HELLO and JOIN must arrive within this */
+    uint64_t heartbeat_timeout_ms; /* silence after which a peer is dropped */
+    uint64_t round_timeout_ms;     /* a topology round that takes longer fails */
+} ccoip_master_options_t;
+
+void ccoip_master_default_options(ccoip_master_options_t *o);
+
+typedef struct ccoip_master_state_t {
+    ccoip_mclient_t **clients;
+    size_t nclients, cap;
+    uint64_t round;
+    bool round_active;
+    uint64_t round_started_ms;
+    uint64_t now_ms;  /* the clock as of the last entry point */
+    uint64_t next_id;
+    bool shutting_down;
+    ccoip_master_options_t opt;
+    /* Set by the I/O layer. send may fail silently (the I/O layer then closes that client later);
+     * close must not call back into the state. */
+    void (*send)(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p);
+    void (*close)(void *ctx, ccoip_mclient_t *c);
+    void (*make_uuid)(void *ctx, ccoip_uuid_t *out);
+    void *ctx;
+} ccoip_master_state_t;
+
+void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
+void ccoip_mstate_free(ccoip_master_state_t *st);
+
+/* A new connection; returns false (and the caller closes it) when out of memory. */
+bool ccoip_mstate_add(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t now_ms);
+
+/* One decoded packet from c. */
+void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms);
+
+/* Removes c (its connection closed, or it broke the protocol: `why` is logged), tells the others
+ * what changed, and asks the I/O layer to close it. Safe to call twice. */
+void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);
+
+/* The same for bad input or a timeout: logged as a warning. */
+void ccoip_mstate_reject(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);
+
+/* Timeouts: handshakes, heartbeats, rounds. */
+void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
+
+/* The four attributes as c would see them now. */
+ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);
+
+#endif /* CCOIP_MASTER_STATE_H */
