@@ -18,6 +18,8 @@ build: deps
 	@rm -rf build/bin build/lib build/include
 	@mkdir -p build/bin build/lib build/include
 	@cp -f bazel-bin/libpccl.so bazel-bin/libpccl.a build/lib/
+	@# libpccl.so finds this copy through its RUNPATH $$ORIGIN (for machines without libuv1).
+	@cp -fL $$(/sbin/ldconfig -p | awk '/libuv\.so\.1 .*x86-64/ {print $$NF; exit}') build/lib/libuv.so.1
 	@chmod u+w build/lib/*
 	@for b in $$(cat tools/binaries.txt); do cp -f bazel-bin/$$b build/bin/ && chmod u+w build/bin/$$(basename $$b); done
 	@cp -f include/pccl.h include/ccoip_inet.h build/include/
