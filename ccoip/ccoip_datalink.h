@@ -1,0 +1,41 @@
+/* ccoip_datalink.h: the data transport of one p2p connection, as a reduce link (reduce/reduce.h).
+ *
+ * A data link owns a send thread and a receive thread over one connected stream socket (the
+ * socket itself stays owned by whoever made it). Frames are `u64 tag | u64 offset | u32 length |
+ * bytes`, big-endian header. Sends go straight from the poster's buffer (zero-copy, one sendmsg
+ * per frame); a received frame is matched to the oldest receive posted for its tag, its offset
+ * and length are checked against that receive before a byte of payload is read, and the payload
+ * lands straight in the receive's buffer. Idle threads park on threadpark words.
+ *
+ * Posted requests live in fixed tables (CCOIP_DATALINK_QUEUE per direction): no allocation after
+ * ccoip_datalink_start. Any socket error, a malformed frame or ccoip_datalink_stop breaks the
+ * link: every pending request fails and later posts are refused. */
+#ifndef CCOIP_DATALINK_H
+#define CCOIP_DATALINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reduce/reduce.h"
+
+#define CCOIP_DATALINK_QUEUE 1024u               /* pending sends, and pending receives */
+#define CCOIP_DATALINK_MAX_FRAME (64u << 20)     /* largest payload accepted from the wire */
+#define CCOIP_DATALINK_HEADER 20u                /* u64 tag | u64 offset | u32 length */
+
+typedef struct ccoip_datalink ccoip_datalink_t;
+
+/* Starts both threads over fd (a connected, blocking stream socket). `name` appears in log
+ * lines (e.g. "tx to 3f2a..."). Returns NULL when memory or threads are short. */
+ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name);
+
+/* Breaks the link (shutdown of the socket), fails what is pending, joins both threads, frees.
+ * The caller closes the socket afterwards. */
+void ccoip_datalink_stop(ccoip_datalink_t *dl);
+
+/* True once the link is broken (peer gone, bad frame, stopped). */
+bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
+
+/* The link for reduce_ring_params_t.next / .prev. */
+reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl);
+
+#endif /* CCOIP_DATALINK_H */

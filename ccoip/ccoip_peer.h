@@ -1,0 +1,13 @@
+/* ccoip_peer.h: the peer-side operations behind the public calls (arguments already checked). */
+#ifndef CCOIP_PEER_H
+#define CCOIP_PEER_H
+
+#include <stdbool.h>
+
+#include "pccl.h"
+
+pcclResult_t ccoip_peer_connect(pcclComm_t *comm);
+pcclResult_t ccoip_peer_update_topology(pcclComm_t *comm);
+pcclResult_t ccoip_peer_are_peers_pending(pcclComm_t *comm, bool *pending);
+
+#endif /* CCOIP_PEER_H */

@@ -1,0 +1,270 @@
+/* ccoip_peer_p2p.c: the peer's p2p listener and its ring links.
+ *
+ * The listener thread accepts, reads HELLO (role P2P) and P2P_BIND with a short deadline, and
+ * keeps the connection only when the master announced that UUID to us; everything else is
+ * answered with a refusal (where it was a valid HELLO), logged and closed. ccoip_p2p_establish
+ * (API thread) replaces the links on every topology round: it connects TX to the next neighbour,
+ * retrying while that neighbour has not yet heard of us, and waits for the RX arrival of the
+ * previous neighbour for this round. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/ccoip_conn.h"
+#include "ccoip/ccoip_peer_int.h"
+#include "ccoip/ccoip_socket.h"
+#include "log/log.h"
+#include "threadpark/threadpark.h"
+
+#define MOD "ccoip-p2p"
+#define HANDSHAKE_MS 2000
+#define FIRST_PORT 48149
+#define PORT_TRIES 2048
+
+static int64_t env_num(const char *name, int64_t def) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end == '\0' && x > 0 ? (int64_t) x : def;
+}
+
+static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
+
+static void refuse(int fd, uint8_t status) {
+    ccoip_packet_t ack;
+    memset(&ack, 0, sizeof ack);
+    ack.type = CCOIP_PKT_HELLO_ACK;
+    ack.u.hello_ack.magic = CCOIP_MAGIC;
+    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
+    ack.u.hello_ack.status = status;
+    ccoip_conn_send(fd, &ack);
+}
+
+/* One incoming connection, start to end: kept as an arrival or closed with one log line. */
+static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    ccoip_packet_t p;
+    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+    if (st != CCOIP_OK) {
+        LOG_WARN(MOD, "refused p2p connection from %s: bad handshake (%s)", who, ccoip_status_str(st));
+        ccoip_sock_close(fd);
+        return;
+    }
+    const ccoip_hello_t h = p.u.hello;
+    bool is_hello = p.type == CCOIP_PKT_HELLO;
+    ccoip_packet_free(&p);
+    const char *why = NULL;
+    uint8_t status = CCOIP_HELLO_OK;
+    if (!is_hello) why = "first packet is not HELLO";
+    else if (h.magic != CCOIP_MAGIC) {
+        why = "bad magic";
+        status = CCOIP_HELLO_BAD_MAGIC;
+    } else if (h.version != CCOIP_PROTOCOL_VERSION) {
+        why = "protocol version mismatch";
+        status = CCOIP_HELLO_BAD_VERSION;
+    } else if (h.role != CCOIP_ROLE_P2P) {
+        why = "role is not p2p";
+        status = CCOIP_HELLO_BAD_ROLE;
+    }
+    if (why == NULL) {
+        pthread_mutex_lock(&p2p->lock);
+        bool known = false;
+        for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &h.uuid);
+        pthread_mutex_unlock(&p2p->lock);
+        if (!known) {
+            why = "peer not announced by the master";
+            status = CCOIP_HELLO_UNKNOWN_PEER;
+        }
+    }
+    if (why != NULL) {
+        if (is_hello) refuse(fd, status);
+        if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused p2p connection from %s: %s", who, why);
+        else LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_packet_t ack;
+    memset(&ack, 0, sizeof ack);
+    ack.type = CCOIP_PKT_HELLO_ACK;
+    ack.u.hello_ack.magic = CCOIP_MAGIC;
+    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
+    ack.u.hello_ack.uuid = h.uuid;
+    st = ccoip_conn_send(fd, &ack);
+    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+    if (st != CCOIP_OK || p.type != CCOIP_PKT_P2P_BIND) {
+        if (st == CCOIP_OK) ccoip_packet_free(&p);
+        LOG_WARN(MOD, "refused p2p connection from %s: no P2P_BIND after the handshake", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_arrival_t a = {fd, h.uuid, p.u.p2p_bind.round};
+    pthread_mutex_lock(&p2p->lock);
+    if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
+        ccoip_sock_close(p2p->arrivals[0].fd);
+        memmove(&p2p->arrivals[0], &p2p->arrivals[1], (CCOIP_MAX_ARRIVALS - 1) * sizeof a);
+        p2p->narrivals--;
+    }
+    p2p->arrivals[p2p->narrivals++] = a;
+    pthread_mutex_unlock(&p2p->lock);
+    ccoip_peer_notify(comm);
+}
+
+static void *listener_main(void *arg) {
+    pcclComm_t *comm = arg;
+    for (;;) {
+        ccoip_status_t st = ccoip_sock_wait(comm->p2p.listen_fd, comm->p2p.wake[0], -1);
+        if (st == CCOIP_ERR_CLOSED || atomic_load(&comm->stopping)) break;
+        if (st != CCOIP_OK) continue;
+        ccoip_socket_address_t from;
+        int fd = ccoip_sock_accept(comm->p2p.listen_fd, &from);
+        if (fd < 0) continue;
+        char who[80];
+        ccoip_format_address(&from, who, sizeof who);
+        handle_incoming(comm, fd, who);
+    }
+    return NULL;
+}
+
+pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    ccoip_inet_address_t any;
+    memset(&any, 0, sizeof any);
+    any.protocol = comm->params.master_address.inet.protocol; /* the family the master sees us by */
+    int64_t first = env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    p2p->listen_fd = ccoip_sock_listen_bump(&any, (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, &p2p->port);
+    if (p2p->listen_fd < 0) return pcclInternalError;
+    if (!ccoip_wakeup_open(p2p->wake)) return pcclInternalError;
+    if (pthread_create(&p2p->thread, NULL, listener_main, comm) != 0) {
+        LOG_ERROR(MOD, "cannot start the p2p listener thread");
+        return pcclInternalError;
+    }
+    p2p->started = true;
+    LOG_DEBUG(MOD, "p2p listener on port %u", p2p->port);
+    return pcclSuccess;
+}
+
+static void close_links(ccoip_peer_p2p_t *p2p) {
+    ccoip_sock_close(p2p->links.tx.fd);
+    ccoip_sock_close(p2p->links.rx.fd);
+    p2p->links.tx.fd = p2p->links.rx.fd = -1;
+}
+
+void ccoip_p2p_stop(pcclComm_t *comm) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    if (p2p->started) {
+        ccoip_wakeup_signal(p2p->wake[1]);
+        pthread_join(p2p->thread, NULL);
+        p2p->started = false;
+    }
+    ccoip_wakeup_close(p2p->wake);
+    ccoip_sock_close(p2p->listen_fd);
+    p2p->listen_fd = -1;
+    close_links(p2p);
+    for (int i = 0; i < p2p->narrivals; i++) ccoip_sock_close(p2p->arrivals[i].fd);
+    p2p->narrivals = 0;
+}
+
+/* A TOPOLOGY_RESULT (the round ended without us) or link loss while we connect. */
+static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
+    if (ccoip_link_wait_mail(comm, early, 0) == CCOIP_OK) return true;
+    return atomic_load(&comm->master_lost) || atomic_load(&comm->stopping);
+}
+
+static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
+                      ccoip_packet_t *early) {
+    ccoip_socket_address_t a = {e->addr, e->p2p_port};
+    char name[80];
+    ccoip_format_address(&a, name, sizeof name);
+    ccoip_status_t st = CCOIP_ERR_TIMEOUT;
+    while (ccoip_now_ms() < deadline) {
+        if (interrupted(comm, early)) return -1;
+        int64_t left = deadline - ccoip_now_ms();
+        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
+        if (fd < 0) {
+            ccoip_sleep_ms(20);
+            continue;
+        }
+        ccoip_hello_ack_t ack;
+        memset(&ack, 0, sizeof ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        if (st == CCOIP_OK) {
+            ccoip_packet_t bind;
+            memset(&bind, 0, sizeof bind);
+            bind.type = CCOIP_PKT_P2P_BIND;
+            bind.u.p2p_bind.round = round;
+            st = ccoip_conn_send(fd, &bind);
+            if (st == CCOIP_OK) return fd;
+        }
+        ccoip_sock_close(fd);
+        /* UNKNOWN_PEER: it has not processed its P2P_INFO yet; a timeout: its listener was busy
+         * (a slow stranger). Both pass; any other refusal is final. */
+        if (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER) break;
+        if (st == CCOIP_ERR_INVALID) break;
+        ccoip_sleep_ms(10);
+    }
+    LOG_WARN(MOD, "cannot connect to ring neighbour %s: %s", name, ccoip_status_str(st));
+    return -1;
+}
+
+static int await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
+                    ccoip_packet_t *early) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        pthread_mutex_lock(&p2p->lock);
+        int fd = -1;
+        for (int i = 0; i < p2p->narrivals && fd < 0; i++) {
+            if (p2p->arrivals[i].round != round || !uuid_eq(&p2p->arrivals[i].uuid, &e->uuid)) continue;
+            fd = p2p->arrivals[i].fd;
+            memmove(&p2p->arrivals[i], &p2p->arrivals[i + 1], (size_t) (p2p->narrivals - i - 1) * sizeof *p2p->arrivals);
+            p2p->narrivals--;
+        }
+        pthread_mutex_unlock(&p2p->lock);
+        if (fd >= 0) return fd;
+        if (interrupted(comm, early)) return -1;
+        int64_t left = deadline - ccoip_now_ms();
+        if (left <= 0) {
+            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time", e->p2p_port);
+            return -1;
+        }
+        tpark_wait((const uint32_t *) &comm->events, seen, left * 1000000);
+    }
+}
+
+bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    memset(early, 0, sizeof *early);
+    const ccoip_peer_entry_t *tx = NULL, *rx = NULL;
+    for (uint32_t i = 0; i < info->count; i++) {
+        if ((info->peers[i].flags & CCOIP_PEER_CONNECT_TO) && tx == NULL) tx = &info->peers[i];
+        if ((info->peers[i].flags & CCOIP_PEER_ACCEPT_FROM) && rx == NULL) rx = &info->peers[i];
+    }
+    /* Announce who may connect now, and forget connections of earlier rounds. */
+    pthread_mutex_lock(&p2p->lock);
+    p2p->nallowed = 0;
+    if (rx != NULL) p2p->allowed[p2p->nallowed++] = rx->uuid;
+    for (int i = 0; i < p2p->narrivals;) {
+        if (p2p->arrivals[i].round < info->round) {
+            ccoip_sock_close(p2p->arrivals[i].fd);
+            p2p->arrivals[i] = p2p->arrivals[--p2p->narrivals];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&p2p->lock);
+    close_links(p2p);
+    p2p->links.epoch = info->round;
+    int64_t deadline = ccoip_now_ms() + env_num("PCCL_P2P_TIMEOUT_MS", 10000);
+    if (tx != NULL) {
+        p2p->links.tx.fd = connect_tx(comm, tx, info->round, deadline, early);
+        p2p->links.tx.peer = tx->uuid;
+        if (p2p->links.tx.fd < 0) return false;
+    }
+    if (rx != NULL) {
+        p2p->links.rx.fd = await_rx(comm, rx, info->round, deadline, early);
+        p2p->links.rx.peer = rx->uuid;
+        if (p2p->links.rx.fd < 0) return false;
+    }
+    return true;
+}

@@ -1,0 +1,172 @@
+/* harness.c: see harness.h. */
+#include "tests/ccoip/harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CHILDREN 512
+static pid_t children[MAX_CHILDREN];
+static int nchildren;
+
+static void kill_children(void) {
+    for (int i = 0; i < nchildren; i++)
+        if (children[i] > 0) kill(children[i], SIGKILL);
+}
+
+static void on_alarm(int sig) {
+    (void) sig;
+    static const char msg[] = "harness: watchdog fired, killing everything\n";
+    ssize_t k = write(2, msg, sizeof msg - 1);
+    (void) k;
+    kill(0, SIGKILL);
+}
+
+void h_init(int seconds) {
+    setpgid(0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGALRM, on_alarm);
+    alarm((unsigned) seconds);
+    atexit(kill_children);
+}
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+bool h_spawn(h_proc_t *p, char *const argv[]) {
+    int in[2], out[2];
+    memset(p, 0, sizeof *p);
+    if (pipe(in) != 0 || pipe(out) != 0) return false;
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    fcntl(in[1], F_SETFD, FD_CLOEXEC);
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);
+    p->pid = pid;
+    p->in_fd = in[1];
+    p->out_fd = out[0];
+    if (nchildren < MAX_CHILDREN) children[nchildren++] = pid;
+    return true;
+}
+
+int h_start_master(h_proc_t *m, const char *bin, const char *const *extra) {
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *) bin;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 30; i++) argv[n++] = (char *) extra[i];
+    argv[n] = NULL;
+    if (!h_spawn(m, argv)) return 0;
+    char line[256];
+    if (!h_read_line(m, line, sizeof line, 20000)) return 0;
+    const char *colon = strrchr(line, ':');
+    return colon == NULL ? 0 : atoi(colon + 1);
+}
+
+bool h_start_peer(h_proc_t *p, const char *bin, int master_port, int group) {
+    char addr[64], grp[16];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", master_port);
+    snprintf(grp, sizeof grp, "%d", group);
+    char *argv[] = {(char *) bin, addr, grp, NULL};
+    return h_spawn(p, argv);
+}
+
+bool h_send(h_proc_t *p, const char *line) {
+    size_t n = strlen(line);
+    char buf[256];
+    if (n + 2 > sizeof buf) return false;
+    memcpy(buf, line, n);
+    buf[n++] = '\n';
+    return write(p->in_fd, buf, n) == (ssize_t) n;
+}
+
+bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms) {
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(p->buf, '\n', p->len);
+        if (nl != NULL) {
+            size_t k = (size_t) (nl - p->buf);
+            size_t c = k < n - 1 ? k : n - 1;
+            memcpy(out, p->buf, c);
+            out[c] = '\0';
+            memmove(p->buf, nl + 1, p->len - k - 1);
+            p->len -= k + 1;
+            return true;
+        }
+        long left = deadline - now_ms();
+        if (left <= 0 || p->len == sizeof p->buf) return false;
+        struct pollfd pf = {p->out_fd, POLLIN, 0};
+        int r = poll(&pf, 1, (int) left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        ssize_t k = read(p->out_fd, p->buf + p->len, sizeof p->buf - p->len);
+        if (k <= 0) return false;
+        p->len += (size_t) k;
+    }
+}
+
+int h_call(h_proc_t *p, const char *cmd, char *line, size_t n, int timeout_ms) {
+    if (!h_send(p, cmd) || !h_read_line(p, line, n, timeout_ms)) return -999;
+    const char *sp = strchr(line, ' ');
+    return sp == NULL ? -999 : atoi(sp + 1);
+}
+
+void h_kill(h_proc_t *p, int sig) {
+    if (p->pid > 0) kill(p->pid, sig);
+}
+
+int h_wait(h_proc_t *p, int timeout_ms) {
+    if (p->pid <= 0) return -1;
+    long deadline = now_ms() + timeout_ms;
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid) break;
+        if (now_ms() > deadline) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &status, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    for (int i = 0; i < nchildren; i++)
+        if (children[i] == p->pid) children[i] = 0;
+    p->pid = 0;
+    close(p->in_fd);
+    close(p->out_fd);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+long h_rss_kb(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+    fclose(f);
+    return kb;
+}

@@ -1,0 +1,45 @@
+/* harness.h: child processes for the end-to-end tests: the real pccl-master and peer_prog,
+ * line-based I/O with timeouts, and cleanup that also runs when a test fails or hangs (every
+ * child is SIGKILLed at exit; a watchdog alarm kills the whole process group). */
+#ifndef CCOIP_TEST_HARNESS_H
+#define CCOIP_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct h_proc_t {
+    pid_t pid;
+    int in_fd;  /* its stdin */
+    int out_fd; /* its stdout */
+    char buf[8192];
+    size_t len;
+} h_proc_t;
+
+/* Puts the test in its own process group and arms a watchdog of `seconds`. */
+void h_init(int seconds);
+
+/* Starts `argv` with piped stdin/stdout (stderr inherited). */
+bool h_spawn(h_proc_t *p, char *const argv[]);
+
+/* Starts pccl-master on 127.0.0.1:0 with extra args (NULL-terminated); returns its port or 0. */
+int h_start_master(h_proc_t *m, const char *bin, const char *const *extra);
+
+bool h_start_peer(h_proc_t *p, const char *bin, int master_port, int group);
+
+bool h_send(h_proc_t *p, const char *line);
+
+/* Reads one line into out (without newline). False on timeout or EOF. */
+bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms);
+
+/* Sends cmd, reads the answer, returns the first number after the command word (or -999). */
+int h_call(h_proc_t *p, const char *cmd, char *line, size_t n, int timeout_ms);
+
+void h_kill(h_proc_t *p, int sig);
+/* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
+int h_wait(h_proc_t *p, int timeout_ms);
+
+/* Resident set size of a process in KiB (Linux /proc), or -1. */
+long h_rss_kb(pid_t pid);
+
+#endif /* CCOIP_TEST_HARNESS_H */
