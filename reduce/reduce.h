@@ -1,0 +1,158 @@
+/* reduce.h -- what other modules may call in reduce/: the element-wise kernels, the caching
+ * allocator for staging blocks, the abstract link and the ring all-reduce written against it.
+ * Accumulation rules, chunking and the link contract are written down in reduce/README.md. */
+#ifndef PCCL_REDUCE_H
+#define PCCL_REDUCE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pccl.h"
+
+/* Status codes of this module (0 or negative). */
+enum {
+    REDUCE_OK = 0,
+    REDUCE_EINVAL = -1,   /* bad dtype, op, rank, buffer or parameter */
+    REDUCE_ENOMEM = -2,   /* the allocator could not get memory */
+    REDUCE_ELINK = -3,    /* a link refused a post or failed a request (peer gone, protocol error) */
+    REDUCE_EABORTED = -4  /* the abort flag was raised */
+};
+
+const char *reduce_strerror(int rc);
+
+/* ---- Kernels ------------------------------------------------------------------------------ */
+
+/* Bytes per element; 0 for a value outside pcclDataType_t. */
+size_t reduce_dtype_size(pcclDataType_t dtype);
+int reduce_dtype_valid(pcclDataType_t dtype);
+int reduce_op_valid(pcclRedOp_t op);
+
+/* dst[i] = acc[i] OP x[i] for i < count. Avg combines like Sum (the division is
+ * reduce_finish's job). dst may be the very same pointer as acc or as x; no other overlap.
+ * The order of the operands matters only for NaN payloads and Max/Min ties, see README.md.
+ * Returns REDUCE_OK or REDUCE_EINVAL. */
+int reduce_combine(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *acc,
+                   const void *x, size_t count);
+
+/* dst[i] = dst[i] OP src[i]: reduce_combine(dtype, op, dst, dst, src, count). */
+int reduce_accumulate(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *src,
+                      size_t count);
+
+/* The last step of an element's reduction, done once by the chunk's owner: Avg divides by
+ * world_size (integers truncate toward zero; floats divide in their own precision, fp16/bf16
+ * in float32 then round to nearest even). A no-op for the other ops. */
+int reduce_finish(pcclDataType_t dtype, pcclRedOp_t op, void *buf, size_t count,
+                  uint32_t world_size);
+
+/* ---- Caching allocator -------------------------------------------------------------------- */
+
+/* Blocks come in power-of-two size classes from 4 KiB up, 64-byte aligned. A freed block goes
+ * to its class's free list and is handed out again, so a steady workload calls malloc zero
+ * times. Thread-safe (one mutex, held for a few pointer moves). */
+typedef struct reduce_cache reduce_cache_t;
+
+typedef struct reduce_cache_stats {
+    uint64_t system_allocs;  /* blocks obtained from the system since create */
+    uint64_t bytes_held;     /* capacity of every block the cache owns (in use or free) */
+    uint64_t blocks_in_use;  /* allocated and not yet freed */
+    uint64_t blocks_free;    /* waiting in the free lists */
+} reduce_cache_stats_t;
+
+reduce_cache_t *reduce_cache_create(void);
+/* Frees every block, also those still in use (logged: that is a caller bug). */
+void reduce_cache_destroy(reduce_cache_t *cache);
+/* A block of at least size bytes (its class's capacity); NULL when size is over 2^40 or the
+ * system is out of memory. */
+void *reduce_cache_alloc(reduce_cache_t *cache, size_t size);
+/* Returns a block to its free list; NULL is ignored. */
+void reduce_cache_free(reduce_cache_t *cache, void *block);
+/* The usable capacity of a block from reduce_cache_alloc. */
+size_t reduce_cache_block_capacity(const void *block);
+/* Gives the free blocks back to the system (blocks in use stay). */
+void reduce_cache_trim(reduce_cache_t *cache);
+void reduce_cache_get_stats(reduce_cache_t *cache, reduce_cache_stats_t *out);
+
+/* ---- Link --------------------------------------------------------------------------------- */
+
+/* A request: caller-owned; the poster sets state = PENDING and doorbell before posting. */
+enum { REDUCE_REQ_PENDING = 0, REDUCE_REQ_DONE = 1, REDUCE_REQ_FAILED = 2 };
+
+typedef struct reduce_req {
+    _Atomic uint32_t state;     /* PENDING until the link stores DONE or FAILED */
+    _Atomic uint32_t *doorbell; /* set by the poster; outlives the link's use of it */
+    void *link_private[2];      /* scratch for the link while the request is pending */
+} reduce_req_t;
+
+/* One direction-agnostic connection to a neighbour (see README.md "Link contract"):
+ *
+ * post_send: queue the frame (tag, offset, len bytes at src). Zero-copy: the link reads src
+ *   until the request completes; the poster keeps it unchanged until then. DONE means the
+ *   link will never read src again.
+ * post_recv: register dst for the next frame of this tag. Frames of one tag are matched to
+ *   receives in posting order; a frame whose (offset, len) differs from the receive's fails
+ *   the request. DONE means len bytes are in dst.
+ *   Both return 0, or -1 when the link is broken (nothing was queued then). Either may
+ *   complete the request before returning.
+ * Completion: the link stores DONE or FAILED into req->state, then increments *req->doorbell
+ *   and wakes whoever sleeps in wait() on it. The state store is the link's last access to
+ *   the request; the doorbell word must outlive the link (the caller owns it).
+ * wait: sleep until *doorbell != seen or timeout_us passed; spurious returns are fine.
+ * cancel: withdraw every pending request of the tag on this link. When it returns the link
+ *   touches none of their buffers or request structs again (it may have to close the
+ *   connection to guarantee that). Their state is left as it was. */
+typedef struct reduce_link_ops {
+    int (*post_send)(void *link, uint64_t tag, uint64_t offset, const void *src, size_t len,
+                     reduce_req_t *req);
+    int (*post_recv)(void *link, uint64_t tag, uint64_t offset, void *dst, size_t len,
+                     reduce_req_t *req);
+    void (*wait)(void *link, _Atomic uint32_t *doorbell, uint32_t seen, uint32_t timeout_us);
+    void (*cancel)(void *link, uint64_t tag);
+} reduce_link_ops_t;
+
+typedef struct reduce_link {
+    const reduce_link_ops_t *ops;
+    void *ctx;
+} reduce_link_t;
+
+/* ---- Ring all-reduce ---------------------------------------------------------------------- */
+
+#define REDUCE_RING_DEFAULT_SUBCHUNK (256u * 1024u)
+#define REDUCE_RING_DEFAULT_WINDOW 8u
+#define REDUCE_RING_MAX_WINDOW 64u
+#define REDUCE_RING_DEFAULT_POLL_US 1000u
+
+typedef struct reduce_ring_params {
+    uint32_t rank;                     /* position in the ring, < world_size */
+    uint32_t world_size;               /* peers in the ring, >= 1 */
+    reduce_link_t next;                /* sends go to rank + 1 */
+    reduce_link_t prev;                /* receives come from rank - 1 */
+    uint64_t tag;                      /* carried by every frame of this all-reduce */
+    reduce_cache_t *cache;             /* staging blocks */
+    const _Atomic uint32_t *abort_flag; /* non-zero: stop with REDUCE_EABORTED; may be NULL */
+    _Atomic uint32_t *doorbell;        /* the links ring it on completions; must outlive them */
+    size_t subchunk_bytes;             /* frame payload size; 0: REDUCE_RING_DEFAULT_SUBCHUNK */
+    uint32_t window;                   /* sub-chunks in flight per direction; 0: default */
+    uint32_t poll_us;                  /* longest sleep between abort-flag checks; 0: default */
+} reduce_ring_params_t;
+
+typedef struct reduce_ring_stats {
+    uint64_t tx_bytes; /* payload bytes of completed sends */
+    uint64_t rx_bytes; /* payload bytes of completed receives */
+} reduce_ring_stats_t;
+
+/* All-reduce count elements of sendbuf into recvbuf over the ring: reduce-scatter then
+ * all-gather, world_size - 1 steps each. sendbuf is only read; it may equal recvbuf (no other
+ * overlap). On success every peer's recvbuf holds the same bytes. On failure recvbuf is
+ * undefined, every request was cancelled, and stats (if not NULL) count what moved.
+ * Returns REDUCE_OK, REDUCE_EINVAL, REDUCE_ENOMEM, REDUCE_ELINK or REDUCE_EABORTED. */
+int reduce_ring_allreduce(const reduce_ring_params_t *params, const void *sendbuf,
+                          void *recvbuf, size_t count, pcclDataType_t dtype, pcclRedOp_t op,
+                          reduce_ring_stats_t *stats);
+
+/* The byte range [start, start + len) of chunk c when count elements of elem_size bytes are
+ * cut into world_size chunks: the first count % world_size chunks get one element more. */
+void reduce_ring_chunk(size_t count, size_t elem_size, uint32_t world_size, uint32_t c,
+                       size_t *start, size_t *len);
+
+#endif /* PCCL_REDUCE_H */

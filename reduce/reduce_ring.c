@@ -1,0 +1,261 @@
+/* reduce_ring.c -- ring all-reduce over an abstract link (reduce.h, README.md).
+ *
+ * The buffer is cut into world_size chunks, chunk c owned by rank c. Steps t = 0 .. 2N-3 run
+ * reduce-scatter (t < N-1) then all-gather; at step t rank r sends chunk (r-1-t) mod N to r+1
+ * and receives chunk (r-2-t) mod N from r-1, so the chunk received at step t is the one sent
+ * at step t+1, and after step N-2 rank r holds chunk r fully reduced. Each chunk travels in
+ * sub-chunks: the sends and the receives form two ordered streams of items, and the loop below
+ * keeps up to `window` items of each in flight:
+ *   - send item k is ready when it is a step-0 item (straight from sendbuf) or when receive
+ *     item k - n0 (same chunk, same sub-chunk, previous step) has been processed;
+ *   - a reduce-scatter receive lands in a staging block and is combined into recvbuf as
+ *     recvbuf = staging OP sendbuf; the owner applies the Avg division right after its last
+ *     combine, so the all-gather spreads finished, identical bytes;
+ *   - an all-gather receive lands straight in recvbuf, but only once the reduce-scatter send
+ *     that read the same bytes has completed (all-gather receive i covers exactly the bytes of
+ *     send i), so the link never reads memory that is being overwritten.
+ * One loop turn retires finished sends, posts what it may, then reduces at most one received
+ * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce. */
+#include <string.h>
+
+#include "log/log.h"
+#include "reduce/reduce.h"
+
+#define MAX_SUBCHUNK ((size_t) 1 << 30)
+
+typedef struct ring {
+    uint32_t n, r;
+    size_t count, esz, sub_elems;
+} ring_t;
+
+/* A position in one of the two item streams: step t, sub-chunk j of chunk `chunk`. */
+typedef struct cursor {
+    uint32_t t, chunk, lag; /* lag: 1 for the send stream, 2 for the receive stream */
+    size_t j, nsub;
+    size_t off, len; /* bytes, of the current item */
+} cursor_t;
+
+void reduce_ring_chunk(size_t count, size_t esz, uint32_t n, uint32_t c, size_t *start,
+                       size_t *len) {
+    size_t base = count / n, rem = count % n;
+    *start = ((size_t) c * base + (c < rem ? c : rem)) * esz;
+    *len = (base + (c < rem ? 1 : 0)) * esz;
+}
+
+static uint32_t steps(const ring_t *g) {
+    return 2 * g->n - 2;
+}
+
+static uint32_t chunk_at(const ring_t *g, uint32_t lag, uint32_t t) {
+    return (g->r + 2 * g->n - lag - t) % g->n;
+}
+
+static size_t nsub_of(const ring_t *g, uint32_t chunk) {
+    size_t start, len;
+    reduce_ring_chunk(g->count, g->esz, g->n, chunk, &start, &len);
+    size_t elems = len / g->esz;
+    return (elems + g->sub_elems - 1) / g->sub_elems;
+}
+
+/* Skips empty chunks and fills in the geometry of the current item (if any is left). */
+static void cursor_settle(const ring_t *g, cursor_t *cur) {
+    while (cur->t < steps(g)) {
+        cur->chunk = chunk_at(g, cur->lag, cur->t);
+        cur->nsub = nsub_of(g, cur->chunk);
+        if (cur->j < cur->nsub) break;
+        cur->t++;
+        cur->j = 0;
+    }
+    if (cur->t >= steps(g)) return;
+    size_t start, len;
+    reduce_ring_chunk(g->count, g->esz, g->n, cur->chunk, &start, &len);
+    size_t sub_bytes = g->sub_elems * g->esz;
+    cur->off = start + cur->j * sub_bytes;
+    cur->len = len - cur->j * sub_bytes < sub_bytes ? len - cur->j * sub_bytes : sub_bytes;
+}
+
+static void cursor_init(const ring_t *g, cursor_t *cur, uint32_t lag) {
+    memset(cur, 0, sizeof *cur);
+    cur->lag = lag;
+    cursor_settle(g, cur);
+}
+
+static void cursor_next(const ring_t *g, cursor_t *cur) {
+    cur->j++;
+    cursor_settle(g, cur);
+}
+
+static int ranges_overlap(const void *a, const void *b, size_t len) {
+    uintptr_t x = (uintptr_t) a, y = (uintptr_t) b;
+    return x < y + len && y < x + len;
+}
+
+static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
+                        size_t count, pcclDataType_t dtype, pcclRedOp_t op) {
+    if (p == NULL || !reduce_dtype_valid(dtype) || !reduce_op_valid(op)) return REDUCE_EINVAL;
+    if (p->world_size == 0 || p->rank >= p->world_size) return REDUCE_EINVAL;
+    size_t esz = reduce_dtype_size(dtype);
+    if (count > SIZE_MAX / esz) return REDUCE_EINVAL;
+    if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return REDUCE_EINVAL;
+    if (count > 0 && sendbuf != recvbuf && ranges_overlap(sendbuf, recvbuf, count * esz))
+        return REDUCE_EINVAL;
+    if (p->subchunk_bytes > MAX_SUBCHUNK || p->window > REDUCE_RING_MAX_WINDOW)
+        return REDUCE_EINVAL;
+    if (p->world_size > 1) {
+        if (p->next.ops == NULL || p->prev.ops == NULL || p->cache == NULL ||
+            p->doorbell == NULL)
+            return REDUCE_EINVAL;
+    }
+    return REDUCE_OK;
+}
+
+int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
+                          size_t count, pcclDataType_t dtype, pcclRedOp_t op,
+                          reduce_ring_stats_t *stats) {
+    if (stats != NULL) memset(stats, 0, sizeof *stats);
+    int rc = check_params(p, sendbuf, recvbuf, count, dtype, op);
+    if (rc != REDUCE_OK) return rc;
+    size_t esz = reduce_dtype_size(dtype);
+    if (count == 0) return REDUCE_OK;
+    if (p->world_size == 1) {
+        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
+        return REDUCE_OK;
+    }
+
+    ring_t g = { .n = p->world_size, .r = p->rank, .count = count, .esz = esz };
+    size_t sub_bytes = p->subchunk_bytes ? p->subchunk_bytes : REDUCE_RING_DEFAULT_SUBCHUNK;
+    g.sub_elems = sub_bytes / esz ? sub_bytes / esz : 1;
+    uint32_t window = p->window ? p->window : REDUCE_RING_DEFAULT_WINDOW;
+    uint32_t poll_us = p->poll_us ? p->poll_us : REDUCE_RING_DEFAULT_POLL_US;
+    const uint32_t n = g.n;
+    char *const out = recvbuf;
+    const char *const in = sendbuf;
+
+    /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
+     * its last step; reduce-scatter receives come first in the receive stream. */
+    uint64_t n0 = nsub_of(&g, chunk_at(&g, 1, 0));
+    uint64_t total_recvs = 0, rs_recvs = 0;
+    for (uint32_t t = 0; t < steps(&g); t++) {
+        uint64_t k = nsub_of(&g, chunk_at(&g, 2, t));
+        total_recvs += k;
+        if (t < n - 1) rs_recvs += k;
+    }
+    uint64_t total_sends = n0 + total_recvs - nsub_of(&g, chunk_at(&g, 2, steps(&g) - 1));
+
+    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one. */
+    size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
+    size_t staging_bytes = (g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems) * esz;
+    uint32_t nstaging = rs_recvs < window ? (uint32_t) rs_recvs : window;
+    void *staging[REDUCE_RING_MAX_WINDOW];
+    reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
+    size_t slen[REDUCE_RING_MAX_WINDOW];
+    for (uint32_t i = 0; i < nstaging; i++) {
+        staging[i] = reduce_cache_alloc(p->cache, staging_bytes);
+        if (staging[i] == NULL) {
+            for (uint32_t k = 0; k < i; k++) reduce_cache_free(p->cache, staging[k]);
+            return REDUCE_ENOMEM;
+        }
+    }
+
+    cursor_t spost, rpost, rproc;
+    cursor_init(&g, &spost, 1);
+    cursor_init(&g, &rpost, 2);
+    cursor_init(&g, &rproc, 2);
+    uint64_t s_posted = 0, s_retired = 0, r_posted = 0, r_done = 0;
+    uint64_t tx = 0, rx = 0;
+
+    for (;;) {
+        if (p->abort_flag != NULL &&
+            atomic_load_explicit(p->abort_flag, memory_order_acquire) != 0) {
+            rc = REDUCE_EABORTED;
+            break;
+        }
+        uint32_t seen = atomic_load(p->doorbell);
+        int progressed = 0;
+
+        while (s_retired < s_posted) {
+            uint32_t st = atomic_load(&sreq[s_retired % window].state);
+            if (st == REDUCE_REQ_PENDING) break;
+            if (st != REDUCE_REQ_DONE) {
+                rc = REDUCE_ELINK;
+                goto out;
+            }
+            tx += slen[s_retired % window];
+            s_retired++;
+            progressed = 1;
+        }
+
+        while (r_posted < total_recvs && r_posted - r_done < window) {
+            int gather = rpost.t >= n - 1;
+            if (gather && r_posted - rs_recvs >= s_retired) break;
+            void *dst = gather ? (void *) (out + rpost.off) : staging[r_posted % window];
+            reduce_req_t *q = &rreq[r_posted % window];
+            atomic_store(&q->state, REDUCE_REQ_PENDING);
+            q->doorbell = p->doorbell;
+            if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, rpost.len, q) != 0) {
+                rc = REDUCE_ELINK;
+                goto out;
+            }
+            r_posted++;
+            cursor_next(&g, &rpost);
+            progressed = 1;
+        }
+
+        while (s_posted < total_sends && s_posted - s_retired < window) {
+            if (s_posted >= n0 && s_posted - n0 >= r_done) break;
+            const void *src = spost.t == 0 ? (const void *) (in + spost.off)
+                                           : (const void *) (out + spost.off);
+            reduce_req_t *q = &sreq[s_posted % window];
+            atomic_store(&q->state, REDUCE_REQ_PENDING);
+            q->doorbell = p->doorbell;
+            slen[s_posted % window] = spost.len;
+            if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, spost.len, q) != 0) {
+                rc = REDUCE_ELINK;
+                goto out;
+            }
+            s_posted++;
+            cursor_next(&g, &spost);
+            progressed = 1;
+        }
+
+        if (r_done < r_posted) {
+            uint32_t st = atomic_load(&rreq[r_done % window].state);
+            if (st == REDUCE_REQ_FAILED) {
+                rc = REDUCE_ELINK;
+                goto out;
+            }
+            if (st == REDUCE_REQ_DONE) {
+                if (rproc.t < n - 1) {
+                    size_t elems = rproc.len / esz;
+                    reduce_combine(dtype, op, out + rproc.off, staging[r_done % window],
+                                   in + rproc.off, elems);
+                    if (rproc.t == n - 2) reduce_finish(dtype, op, out + rproc.off, elems, n);
+                }
+                rx += rproc.len;
+                r_done++;
+                cursor_next(&g, &rproc);
+                progressed = 1;
+            }
+        }
+
+        if (s_retired == total_sends && r_done == total_recvs) break;
+        if (!progressed) p->prev.ops->wait(p->prev.ctx, p->doorbell, seen, poll_us);
+    }
+
+out:
+    if (rc != REDUCE_OK) {
+        /* Nothing may touch our buffers, staging blocks or request structs after we return. */
+        p->next.ops->cancel(p->next.ctx, p->tag);
+        p->prev.ops->cancel(p->prev.ctx, p->tag);
+        LOG_DEBUG("reduce", "ring tag %llu rank %u/%u: %s after %llu/%llu sends, %llu/%llu receives",
+                  (unsigned long long) p->tag, p->rank, n, reduce_strerror(rc),
+                  (unsigned long long) s_retired, (unsigned long long) total_sends,
+                  (unsigned long long) r_done, (unsigned long long) total_recvs);
+    }
+    for (uint32_t i = 0; i < nstaging; i++) reduce_cache_free(p->cache, staging[i]);
+    if (stats != NULL) {
+        stats->tx_bytes = tx;
+        stats->rx_bytes = rx;
+    }
+    return rc;
+}
