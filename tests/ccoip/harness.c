@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,8 +46,12 @@ static long now_ms(void) {
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+const char *h_stderr_path;
+
 bool h_spawn(h_proc_t *p, char *const argv[]) {
     int in[2], out[2];
+    const char *err_path = h_stderr_path;
+    h_stderr_path = NULL;
     memset(p, 0, sizeof *p);
     if (pipe(in) != 0 || pipe(out) != 0) return false;
     pid_t pid = fork();
@@ -52,6 +59,10 @@ bool h_spawn(h_proc_t *p, char *const argv[]) {
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
+        if (err_path != NULL) {
+            int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd >= 0) dup2(fd, 2);
+        }
         close(in[0]);
         close(in[1]);
         close(out[0]);
@@ -169,4 +180,49 @@ long h_rss_kb(pid_t pid) {
         if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
     fclose(f);
     return kb;
+}
+
+int h_tcp_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t) port);
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    if (connect(fd, (struct sockaddr *) &a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int h_await_close(int fd, int timeout_ms, unsigned char *first, size_t *first_n) {
+    long deadline = now_ms() + timeout_ms;
+    size_t got = 0, cap = first_n != NULL ? *first_n : 0;
+    for (;;) {
+        long left = deadline - now_ms();
+        if (left <= 0) return 0;
+        struct pollfd pf = {fd, POLLIN, 0};
+        int r = poll(&pf, 1, (int) left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return 0;
+        unsigned char buf[4096];
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0) {
+            if (first_n != NULL) *first_n = got;
+            return 1;
+        }
+        size_t c = (size_t) k < cap - got ? (size_t) k : cap - got;
+        if (first != NULL && c > 0) memcpy(first + got, buf, c);
+        got += c;
+    }
+}
+
+void h_raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }

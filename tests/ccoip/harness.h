@@ -19,6 +19,9 @@ typedef struct h_proc_t {
 /* Puts the test in its own process group and arms a watchdog of `seconds`. */
 void h_init(int seconds);
 
+/* When set, the next h_spawn sends the child's stderr to this file (then it is cleared). */
+extern const char *h_stderr_path;
+
 /* Starts `argv` with piped stdin/stdout (stderr inherited). */
 bool h_spawn(h_proc_t *p, char *const argv[]);
 
@@ -38,6 +41,15 @@ int h_call(h_proc_t *p, const char *cmd, char *line, size_t n, int timeout_ms);
 void h_kill(h_proc_t *p, int sig);
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
 int h_wait(h_proc_t *p, int timeout_ms);
+
+/* A TCP connection to 127.0.0.1:port (blocking), or -1. */
+int h_tcp_connect(int port);
+/* Reads until EOF or timeout: 1 when the other side closed, 0 on timeout. Data is discarded
+ * (the first bytes are copied to first/first_n when not NULL). */
+int h_await_close(int fd, int timeout_ms, unsigned char *first, size_t *first_n);
+
+/* Raises this process's open-file limit to the hard maximum. */
+void h_raise_fd_limit(void);
 
 /* Resident set size of a process in KiB (Linux /proc), or -1. */
 long h_rss_kb(pid_t pid);
