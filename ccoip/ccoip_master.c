@@ -252,7 +252,9 @@ static void format_name(const struct sockaddr_storage *ss, char *out, size_t n, 
             *loopback = memcmp(b, one, 16) == 0;
         }
     }
-    snprintf(out, n, "%s:%d", ip, port);
+    /* ip is at most 45 characters (INET6_ADDRSTRLEN): "ip:port" fits the 64-byte name. */
+    ip[46] = '\0';
+    snprintf(out, n, "%.46s:%u", ip, (unsigned) port & 0xffffu);
 }
 
 static void on_connection(uv_stream_t *server, int status) {
