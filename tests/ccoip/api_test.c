@@ -19,13 +19,6 @@ static ccoip_socket_address_t loopback(uint16_t port) {
     return a;
 }
 
-static void *connect_thread(void *arg) {
-    pcclResult_t *r = arg;
-    pcclComm_t *comm = *(pcclComm_t **) (r + 1);
-    *r = pcclConnect(comm);
-    return NULL;
-}
-
 typedef struct {
     pcclResult_t r;
     pcclComm_t *comm;
@@ -44,7 +37,6 @@ static void *update_job(void *arg) {
 }
 
 int main(void) {
-    (void) connect_thread;
     pcclCommCreateParams_t params;
     memset(&params, 0, sizeof params);
     params.master_address = loopback(1); /* nothing listens on port 1 */
