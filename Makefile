@@ -6,7 +6,7 @@ VERSION := 0.1.0
 BAZEL ?= bazel
 DEPS := sh tools/deps.sh
 
-.PHONY: all build deps test test-asan test-tsan bench install demo fuzz clean
+.PHONY: all build deps test test-asan test-tsan bench install demo fuzz clean gpu-pack test-gpu bench-gpu
 
 all: build
 
@@ -24,9 +24,13 @@ build: deps
 	@for b in $$(cat tools/binaries.txt); do cp -f bazel-bin/$$b build/bin/ && chmod u+w build/bin/$$(basename $$b); done
 	@cp -f include/pccl.h include/ccoip_inet.h build/include/
 	@echo "built: build/bin build/lib build/include"
+	@# The CUDA flavour into build/cuda/ when nvcc is there (one skip line when it is not).
+	@sh tools/cuda_build.sh
 
+# The CUDA flavour's tests first (compiled even without a GPU; skipped without nvcc), so that
+# the last line stays the summary of every other test.
 test: build
-	@sh tools/run_tests.sh
+	@sh tools/cuda_tests.sh; c=$$?; sh tools/run_tests.sh; r=$$?; [ $$c -eq 0 ] && [ $$r -eq 0 ]
 
 test-asan: deps
 	@sh tools/run_tests.sh --config=asan --test_tag_filters=-nosan --build_tag_filters=-nosan
@@ -36,6 +40,20 @@ test-tsan: deps
 
 bench: build
 	@sh bench/run.sh
+
+# GPU tests and benchmarks: built here into build/gpu/ (tools/gpu_pack.sh), run from there. On a
+# GPU machine without Bazel or nvcc, `make test-gpu` / `make bench-gpu` run the packed folder
+# carried over (or call sh build/gpu/run_tests.sh, sh build/gpu/run_bench.sh directly).
+gpu-pack: deps
+	@sh tools/gpu_pack.sh
+
+test-gpu:
+	@if command -v $(BAZEL) >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then $(MAKE) --no-print-directory gpu-pack; fi
+	@sh build/gpu/run_tests.sh
+
+bench-gpu:
+	@if command -v $(BAZEL) >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then $(MAKE) --no-print-directory gpu-pack; fi
+	@sh build/gpu/run_bench.sh bench/out
 
 install: build
 	sh tools/install.sh $(DESTDIR)$(PREFIX) build $(VERSION)

@@ -1,0 +1,300 @@
+// cuda_bench: SimpleHash on the GPU against read-only reductions and a device-to-device copy of
+// the same bytes, measured in the same run. Prints "name,value,unit,baseline,ratio" rows (no
+// header) on stdout; details go to stderr.
+//
+// GB/s is 1e9 bytes of input per second. Baselines, all over the same bytes:
+//   cub_sum     cub::DeviceReduce::Sum of float32 (what torch.sum does): a read-only reduction.
+//   read_fold   this file's read-only kernel with the hash's exact geometry and loads (one
+//               256-thread block per 256 KiB, 16-byte streaming loads 8 rows deep), adding the
+//               words up: the hash's memory traffic with none of its arithmetic.
+//   d2d_copy    cudaMemcpyAsync device to device, counting bytes read plus bytes written (the
+//               usual "memory bandwidth" figure; a copy moves twice the bytes a hash reads).
+//   torch_sum   torch.sum of float32, measured by torch_sum.py in the same run and passed in
+//               with --torch FILE (lines "bytes GB/s").
+// Inputs of 32 MiB fit in the 50 MB L2, so each size rotates over enough buffers to make at least
+// 256 MiB: every run reads from memory, not cache. Each figure is the median over ROUNDS rounds;
+// a round times ITERS back-to-back runs with CUDA events; the variants are interleaved round by
+// round so that clock and thermal drift hits them alike. Data: random bits, never zeros.
+#include <cub/device/device_reduce.cuh>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "bench/cuda/cuda_bench.h"
+#include "cuda/cuda_api.h"
+
+extern "C" {
+#include "hash/hash.h"
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "cuda_bench: %s failed at line %d: %s\n", #call, __LINE__,             \
+                    cudaGetErrorString(e_));                                                       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CKS(call)                                                                                  \
+    do {                                                                                           \
+        cuda_status_t s_ = (call);                                                                 \
+        if (s_ != CUDA_OK) {                                                                       \
+            fprintf(stderr, "cuda_bench: %s failed at line %d: %s\n", #call, __LINE__,             \
+                    cuda_status_string(s_));                                                       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+namespace {
+
+constexpr int ROUNDS = 11;
+constexpr size_t MiB = (size_t) 1 << 20;
+constexpr size_t ROTATE_BYTES = 256 * MiB;
+
+__global__ void fill_kernel(uint64_t *p, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x) {
+        uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        // Two floats in [1, 2): finite, so float sums stay ordinary numbers.
+        const uint64_t mant = z & 0x007FFFFF007FFFFFULL;
+        p[i] = mant | 0x3F8000003F800000ULL;
+        if (i % 3 == 0) p[i] ^= z & 0x0000100000001000ULL;
+    }
+}
+
+// The hash's loads without its arithmetic: same blocks, same addresses, same load flavour.
+__global__ __launch_bounds__(256) void read_fold_kernel(const uint4 *__restrict__ p, unsigned long long *out) {
+    const uint4 *w = p + (size_t) blockIdx.x * 16384 + threadIdx.x;
+    uint32_t acc = 0;
+#pragma unroll
+    for (int r0 = 0; r0 < 64; r0 += 8) {
+        uint4 b[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) b[q] = __ldcs(w + (r0 + q) * 256);
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc += b[q].x + b[q].y + b[q].z + b[q].w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if (threadIdx.x % 32 == 0) atomicAdd(out, (unsigned long long) acc);
+}
+
+struct Timer {
+    cudaEvent_t start, stop;
+    Timer() {
+        CK(cudaEventCreate(&start));
+        CK(cudaEventCreate(&stop));
+    }
+    ~Timer() {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+    }
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void row(const char *name, double value, const char *unit, double baseline) {
+    printf("%s,%.2f,%s,%.2f,%.3f\n", name, value, unit, baseline, value / baseline);
+}
+
+const char *size_name(size_t bytes, char *buf, size_t n) {
+    if (bytes % (1024 * MiB) == 0)
+        snprintf(buf, n, "%zuGiB", bytes / (1024 * MiB));
+    else
+        snprintf(buf, n, "%zuMiB", bytes / MiB);
+    return buf;
+}
+
+// torch.sum figures from torch_sum.py: "bytes GB/s" per line.
+double torch_gbps(const char *file, size_t bytes) {
+    if (file == NULL) return 0;
+    FILE *f = fopen(file, "r");
+    if (f == NULL) return 0;
+    unsigned long long b;
+    double g, found = 0;
+    while (fscanf(f, "%llu %lf", &b, &g) == 2)
+        if (b == bytes) found = g;
+    fclose(f);
+    return found;
+}
+
+struct Variant {
+    const char *name;
+    std::vector<double> ms;  // per run, one entry per round
+};
+
+void bench_size(size_t bytes, const char *torch_file, cudaStream_t stream) {
+    char sz[32];
+    size_name(bytes, sz, sizeof sz);
+    const int nbuf = (int) std::max<size_t>(1, (ROTATE_BYTES + bytes - 1) / bytes);
+    const int iters = (int) std::max<size_t>(8, (2048 * MiB) / bytes);
+    std::vector<uint8_t *> in(nbuf);
+    for (int b = 0; b < nbuf; b++) {
+        CK(cudaMalloc(&in[b], bytes + 256));
+        fill_kernel<<<1024, 256, 0, stream>>>((uint64_t *) in[b], (bytes + 256) / 8, 1000 + b);
+        CK(cudaGetLastError());
+    }
+    uint8_t *dst = NULL;
+    CK(cudaMalloc(&dst, bytes));
+
+    // Workspaces, sized once: nothing is allocated while timing.
+    void *ws = NULL;
+    uint64_t *result = NULL;
+    unsigned long long *fold_out = NULL;
+    float *sum_out = NULL;
+    CK(cudaMalloc(&ws, cuda_simplehash_workspace_bytes(bytes)));
+    CK(cudaMalloc(&result, 8));
+    CK(cudaMalloc(&fold_out, 8));
+    CK(cudaMalloc(&sum_out, 4));
+    size_t cub_bytes = 0;
+    void *cub_tmp = NULL;
+    CK(cub::DeviceReduce::Sum(NULL, cub_bytes, (const float *) in[0], sum_out, (int64_t) (bytes / 4), stream));
+    CK(cudaMalloc(&cub_tmp, cub_bytes));
+
+    // The GPU hash of the first buffer equals the CPU reference: timing a wrong hash is no use.
+    {
+        std::vector<uint8_t> host(bytes);
+        CK(cudaMemcpyAsync(host.data(), in[0] + 3, bytes - 16, cudaMemcpyDeviceToHost, stream));
+        CKS(cuda_simplehash_async(in[0] + 3, bytes - 16, ws, result, stream));
+        uint64_t gpu = 0;
+        CK(cudaMemcpyAsync(&gpu, result, 8, cudaMemcpyDeviceToHost, stream));
+        CK(cudaStreamSynchronize(stream));
+        if (gpu != hash_simple(host.data(), bytes - 16)) {
+            fprintf(stderr, "cuda_bench: GPU hash differs from hash_simple at %zu bytes\n", bytes - 16);
+            exit(1);
+        }
+    }
+
+    enum { HASH, HASH_MISALIGNED, CUB_SUM, READ_FOLD, COPY, NVARIANTS };
+    Variant v[NVARIANTS] = {{"simplehash", {}}, {"simplehash_misaligned", {}}, {"cub_sum", {}},
+                            {"read_fold", {}}, {"d2d_copy", {}}};
+    const unsigned blocks = (unsigned) (bytes / HASH_SIMPLE_SEGMENT_BYTES);
+    auto run = [&](int k, int i) {
+        const uint8_t *p = in[i % nbuf];
+        switch (k) {
+        case HASH: CKS(cuda_simplehash_async(p, bytes, ws, result, stream)); break;
+        case HASH_MISALIGNED: CKS(cuda_simplehash_async(p + 3, bytes, ws, result, stream)); break;
+        case CUB_SUM:
+            CK(cub::DeviceReduce::Sum(cub_tmp, cub_bytes, (const float *) p, sum_out, (int64_t) (bytes / 4), stream));
+            break;
+        case READ_FOLD: read_fold_kernel<<<blocks, 256, 0, stream>>>((const uint4 *) p, fold_out); break;
+        case COPY: CK(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyDeviceToDevice, stream)); break;
+        }
+    };
+    Timer timer;
+    for (int k = 0; k < NVARIANTS; k++)
+        for (int i = 0; i < 3; i++) run(k, i);
+    CK(cudaStreamSynchronize(stream));
+    CK(cudaGetLastError());
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < NVARIANTS; k++) {
+            CK(cudaEventRecord(timer.start, stream));
+            for (int i = 0; i < iters; i++) run(k, i);
+            CK(cudaEventRecord(timer.stop, stream));
+            CK(cudaEventSynchronize(timer.stop));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, timer.start, timer.stop));
+            v[k].ms.push_back(ms / iters);
+        }
+    }
+    CK(cudaGetLastError());
+
+    double gbps[NVARIANTS];
+    for (int k = 0; k < NVARIANTS; k++) {
+        gbps[k] = (double) bytes / (median(v[k].ms) * 1e-3) / 1e9;
+        fprintf(stderr, "  %-22s %8s %9.1f us %8.0f GB/s%s\n", v[k].name, sz, median(v[k].ms) * 1e3,
+                k == COPY ? 2 * gbps[k] : gbps[k], k == COPY ? " (read + written)" : "");
+    }
+    char name[128];
+    const double hash = gbps[HASH];
+    snprintf(name, sizeof name, "cuda/simplehash_%s_vs_cub_sum", sz);
+    row(name, hash, "GB/s", gbps[CUB_SUM]);
+    snprintf(name, sizeof name, "cuda/simplehash_%s_vs_read_fold", sz);
+    row(name, hash, "GB/s", gbps[READ_FOLD]);
+    snprintf(name, sizeof name, "cuda/simplehash_%s_vs_d2d_copy", sz);
+    row(name, hash, "GB/s", 2 * gbps[COPY]);
+    const double torch = torch_gbps(torch_file, bytes);
+    if (torch > 0) {
+        snprintf(name, sizeof name, "cuda/simplehash_%s_vs_torch_sum", sz);
+        row(name, hash, "GB/s", torch);
+    } else if (torch_file != NULL) {
+        fprintf(stderr, "  (no torch.sum figure for %zu bytes in %s)\n", bytes, torch_file);
+    }
+    snprintf(name, sizeof name, "cuda/simplehash_misaligned_%s_vs_aligned", sz);
+    row(name, gbps[HASH_MISALIGNED], "GB/s", hash);
+
+    for (int b = 0; b < nbuf; b++) CK(cudaFree(in[b]));
+    CK(cudaFree(dst));
+    CK(cudaFree(ws));
+    CK(cudaFree(result));
+    CK(cudaFree(fold_out));
+    CK(cudaFree(sum_out));
+    CK(cudaFree(cub_tmp));
+}
+
+// Small tensors are bound by launch and round-trip latency: the synchronous hash (what the
+// table offers) against a synchronous copy of the same 4 KiB to the host.
+void latency_small(cudaStream_t stream) {
+    const size_t bytes = 4096;
+    uint8_t *d = NULL;
+    CK(cudaMalloc(&d, bytes));
+    fill_kernel<<<1, 256, 0, stream>>>((uint64_t *) d, bytes / 8, 7);
+    std::vector<uint8_t> host(bytes);
+    uint64_t h = 0;
+    std::vector<double> t_hash, t_copy;
+    for (int i = 0; i < 20; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
+    for (int r = 0; r < ROUNDS; r++) {
+        // Host clock: the synchronous call is what a caller waits for.
+        timespec a, b, c;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int i = 0; i < 200; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        for (int i = 0; i < 200; i++) CKS(cuda_memcpy_d2h(host.data(), d, bytes, stream));
+        clock_gettime(CLOCK_MONOTONIC, &c);
+        t_hash.push_back(((b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3) / 200);
+        t_copy.push_back(((c.tv_sec - b.tv_sec) * 1e6 + (c.tv_nsec - b.tv_nsec) * 1e-3) / 200);
+    }
+    if (h != hash_simple(host.data(), bytes)) {
+        fprintf(stderr, "cuda_bench: 4 KiB GPU hash differs from hash_simple\n");
+        exit(1);
+    }
+    fprintf(stderr, "  synchronous simplehash 4 KiB %.1f us, synchronous 4 KiB copy to host %.1f us\n",
+            median(t_hash), median(t_copy));
+    row("cuda/simplehash_sync_4KiB_latency_vs_d2h_copy", median(t_hash), "us", median(t_copy));
+    CK(cudaFree(d));
+}
+
+}  // namespace
+
+extern "C" int cuda_bench_main(int argc, char **argv) {
+    const char *torch_file = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--torch") == 0) torch_file = argv[i + 1];
+    int devices = 0;
+    if (cuda_device_count(&devices) != CUDA_OK) {
+        fprintf(stderr, "cuda_bench: skipped: no GPU\n");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    fprintf(stderr, "cuda_bench: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
+    cudaStream_t stream;
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const size_t sizes[] = {32 * MiB, 256 * MiB, 1024 * MiB};
+    for (size_t s : sizes) bench_size(s, torch_file, stream);
+    latency_small(stream);
+    CK(cudaStreamDestroy(stream));
+    return 0;
+}

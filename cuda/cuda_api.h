@@ -1,0 +1,48 @@
+/* cuda_api: the C-callable functions of the nvcc-built part of the cuda module.
+ * The library reaches them through cuda_table() (cuda_table.h); GPU tests and benchmarks,
+ * which exist only in the CUDA flavour, call them directly. Semantics as in cuda_table.h. */
+#ifndef PCCL_CUDA_API_H
+#define PCCL_CUDA_API_H
+
+#include "cuda/cuda_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+cuda_status_t cuda_device_count(int *count);
+bool cuda_is_device_pointer(const void *p);
+
+cuda_status_t cuda_memcpy_d2h(void *dst, const void *src, size_t n, void *stream);
+cuda_status_t cuda_memcpy_h2d(void *dst, const void *src, size_t n, void *stream);
+cuda_status_t cuda_memcpy_d2h_async(void *dst, const void *src, size_t n, void *stream);
+cuda_status_t cuda_memcpy_h2d_async(void *dst, const void *src, size_t n, void *stream);
+
+cuda_status_t cuda_stream_create(void **stream);
+cuda_status_t cuda_stream_synchronize(void *stream);
+cuda_status_t cuda_stream_destroy(void *stream);
+
+cuda_status_t cuda_host_alloc(void **p, size_t n);
+cuda_status_t cuda_host_free(void *p);
+cuda_status_t cuda_device_alloc(void **p, size_t n);
+cuda_status_t cuda_device_free(void *p);
+
+const char *cuda_status_string(cuda_status_t status);
+
+/* SimpleHash, synchronous: the table's simplehash. Checks that data is device memory (unless
+ * len is 0), switches to the pointer's device, uses a cached workspace. */
+cuda_status_t cuda_simplehash(const void *data, size_t len, void *stream, uint64_t *out);
+
+/* SimpleHash, asynchronous, for callers that keep their own workspace (benchmarks, pipelines).
+ * The workspace is device memory of at least cuda_simplehash_workspace_bytes(len) bytes, 8-byte
+ * aligned; result_dev is 8 bytes of device memory that receive the hash when the kernels queued
+ * on `stream` have run. data is not checked: it must be device memory of the current device. */
+size_t cuda_simplehash_workspace_bytes(size_t len);
+cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace,
+                                    uint64_t *result_dev, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PCCL_CUDA_API_H */

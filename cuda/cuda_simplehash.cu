@@ -1,0 +1,327 @@
+// cuda_simplehash.cu: SimpleHash v1 on the GPU, bit for bit hash_simple() (hash/SIMPLEHASH.md).
+//
+// segment_kernel: one 256-thread block per 256 KiB segment, thread j = lane j. Row r of the
+// segment gives thread j the 16-byte word at byte 4096 r + 16 j, so a warp reads 512 contiguous
+// bytes per load. Loads go 8 rows deep before they are folded, with streaming (evict-first)
+// loads: every byte is read once. The lane tree is 5 shuffle levels in each warp and 3 more over
+// the 8 warp values; the block writes its segment value.
+//
+// tree_kernel: the segment tree, level by level with the odd last node carried up. A block
+// folds 4096 adjacent values into one; a level-k node depends only on its own 2^k leaves, so
+// chunks of 4096 can be folded independently and the tree of their results is the tree of the
+// whole. One launch folds up to 4096 segments (1 GiB); each further launch divides by 4096.
+//
+// Misaligned input (base not a multiple of 16): each thread loads the aligned 16-byte granule
+// its word starts in; the rest of the word is in the next granule, which the next lane loaded
+// (a shuffle; lane 31 loads it itself), and a funnel shift assembles the word. Segments whose
+// loads would reach the granule holding the input's last byte take a careful path that loads
+// only granules lying wholly inside the input and reads the rest byte by byte, so no load ever
+// leaves [aligned start, end of input): the hash reads nothing past the buffer.
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cuda/cuda_internal.cuh"
+
+extern "C" {
+#include "hash/hash.h"
+#include "log/log.h"
+}
+
+namespace {
+
+constexpr uint64_t IV0 = 0x9E3779B185EBCA87ULL;
+constexpr uint64_t IV1 = 0xC2B2AE3D27D4EB4FULL;
+constexpr uint64_t P3 = 0x165667B19E3779F9ULL;
+constexpr uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
+constexpr uint64_t P5 = 0x27D4EB2F165667C5ULL;
+
+constexpr int LANES = HASH_SIMPLE_LANES;                   // 256 threads per block
+constexpr int ROWS = HASH_SIMPLE_WORDS_PER_LANE;           // 64
+constexpr uint64_t SEGMENT = HASH_SIMPLE_SEGMENT_BYTES;    // 262144
+constexpr uint64_t SEGMENT_WORDS = SEGMENT / 16;           // 16384
+constexpr uint64_t ROW_BYTES = HASH_SIMPLE_ROW_BYTES;      // 4096
+constexpr int DEPTH = 8;                                   // rows loaded before folding
+constexpr int TREE_CHUNK = 4096;                           // segment values per tree block
+constexpr int TREE_THREADS = 512;
+
+static_assert(LANES == 256 && ROWS % DEPTH == 0, "geometry is fixed by SIMPLEHASH.md");
+
+constexpr uint64_t splitmix(uint64_t i) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+struct RowKeys {
+    uint64_t k[2 * ROWS];
+};
+
+constexpr RowKeys make_row_keys() {
+    RowKeys keys{};
+    for (int i = 0; i < 2 * ROWS; i++) keys.k[i] = splitmix((uint64_t) i);
+    return keys;
+}
+
+// Every thread reads the same key at the same time: a constant-cache broadcast, and in the
+// unrolled loop a constant-bank operand of the multiply.
+__constant__ RowKeys kKeys = make_row_keys();
+static_assert(make_row_keys().k[0] == 0xE220A8397B1DCDAFULL && make_row_keys().k[127] == 0x12D05C4045A39C19ULL,
+              "row keys differ from SIMPLEHASH.md");
+
+__device__ __forceinline__ uint64_t fmix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+__device__ __forceinline__ uint64_t combine(uint64_t left, uint64_t right) { return fmix64(left * P4 + right); }
+
+// accumulate() of SIMPLEHASH.md for the word (d0, d1) = (w.y:w.x, w.w:w.z) in row r.
+__device__ __forceinline__ void accumulate(uint64_t &a0, uint64_t &a1, uint4 w, int r) {
+    const uint64_t k0 = kKeys.k[2 * r], k1 = kKeys.k[2 * r + 1];
+    const uint64_t d0 = ((uint64_t) w.y << 32) | w.x, d1 = ((uint64_t) w.w << 32) | w.z;
+    a0 += (uint64_t) (w.x ^ (uint32_t) k0) * (w.y ^ (uint32_t) (k0 >> 32)) + d1;
+    a1 += (uint64_t) (w.z ^ (uint32_t) k1) * (w.w ^ (uint32_t) (k1 >> 32)) + d0;
+}
+
+// The word that starts `a` bytes into granule `lo` (a = 4 Q + shift / 8) and ends in `hi`.
+template <int Q>
+__device__ __forceinline__ uint4 extract(uint4 lo, uint4 hi, unsigned shift) {
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    return make_uint4(__funnelshift_r(w[Q], w[Q + 1], shift), __funnelshift_r(w[Q + 1], w[Q + 2], shift),
+                      __funnelshift_r(w[Q + 2], w[Q + 3], shift), __funnelshift_r(w[Q + 3], w[Q + 4], shift));
+}
+
+__device__ __forceinline__ uint4 shfl_down4(uint4 v) {
+    return make_uint4(__shfl_down_sync(0xffffffffu, v.x, 1), __shfl_down_sync(0xffffffffu, v.y, 1),
+                      __shfl_down_sync(0xffffffffu, v.z, 1), __shfl_down_sync(0xffffffffu, v.w, 1));
+}
+
+// Word `i` of the input, zero-padded past `len`, for the careful path. `g` is the input's
+// start rounded down to 16 bytes and `safe_end` its end rounded down: granules below safe_end
+// lie wholly inside the input (or, for the first, in the same allocation just before it).
+template <int Q>
+__device__ __forceinline__ uint4 load_word_careful(const uint8_t *p, uint64_t len, const uint4 *g,
+                                                   uintptr_t safe_end, unsigned shift, uint64_t i) {
+    const uint64_t off = 16 * i;
+    if (off + 16 <= len) {
+        if (Q < 0) return g[i];
+        if ((uintptr_t) (g + i + 2) <= safe_end) return extract<(Q < 0 ? 0 : Q)>(g[i], g[i + 1], shift);
+    }
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        if (off + k < len) w[k / 4] |= (uint32_t) p[off + k] << (8 * (k % 4));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Folds rows r0 .. r0 + N - 1 of this lane, every load known to lie inside the input. `w` is the
+// lane's granule in row 0. Q < 0: 16-byte aligned input, the granule is the word. Q >= 0: the
+// word straddles this granule and the next, which the next lane loaded (lane 31 loads it).
+template <int Q, int N>
+__device__ __forceinline__ void fold_rows(uint64_t &a0, uint64_t &a1, const uint4 *w, int r0, int lane,
+                                          unsigned shift) {
+    uint4 b[N];
+#pragma unroll
+    for (int q = 0; q < N; q++) b[q] = __ldcs(w + (r0 + q) * LANES);
+    if (Q < 0) {
+#pragma unroll
+        for (int q = 0; q < N; q++) accumulate(a0, a1, b[q], r0 + q);
+    } else {
+        uint4 n[N];
+#pragma unroll
+        for (int q = 0; q < N; q++) n[q] = shfl_down4(b[q]);
+        if (lane == 31) {
+            // The next warp (or the next row) loads this granule too: keep it cached.
+#pragma unroll
+            for (int q = 0; q < N; q++) n[q] = __ldg(w + (r0 + q) * LANES + 1);
+        }
+#pragma unroll
+        for (int q = 0; q < N; q++) accumulate(a0, a1, extract<(Q < 0 ? 0 : Q)>(b[q], n[q], shift), r0 + q);
+    }
+}
+
+// Q < 0: the input starts on a 16-byte boundary. Q = 0..3: it starts 4 Q + shift / 8 bytes past
+// one (shift = 0, 8, 16 or 24).
+template <int Q>
+__global__ __launch_bounds__(LANES) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
+                                                        uint64_t *__restrict__ seg_values) {
+    const uint64_t s = blockIdx.x;
+    const int j = threadIdx.x, lane = j % 32, warp = j / 32;
+    const unsigned shift = 8u * (unsigned) ((uintptr_t) p % 4);
+    const uint4 *g = (const uint4 *) ((uintptr_t) p & ~(uintptr_t) 15);
+    const uintptr_t safe_end = ((uintptr_t) p + len) & ~(uintptr_t) 15;
+    const uint4 *w = g + s * SEGMENT_WORDS + j;  // this lane's granule in row 0
+    uint64_t a0 = IV0, a1 = IV1;
+
+    // Rows of this segment whose loads all stay inside the input (when misaligned, a row also
+    // loads the first granule of the next row). The same for every thread of the block.
+    uint64_t fast_rows;
+    if (Q < 0) {
+        fast_rows = (len - s * SEGMENT) / ROW_BYTES;
+    } else {
+        const uint64_t granules = (safe_end - (uintptr_t) (g + s * SEGMENT_WORDS)) / 16;
+        fast_rows = granules == 0 ? 0 : (granules - 1) / LANES;
+    }
+
+    if (fast_rows >= (uint64_t) ROWS) {
+        // Every segment but the last: fully unrolled, the row keys become constant operands.
+#pragma unroll
+        for (int r0 = 0; r0 < ROWS; r0 += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r0, lane, shift);
+    } else {
+        // The last segment or two: full rows as above, then the rest word by word, carefully.
+        int r = 0;
+        for (; r + DEPTH <= (int) fast_rows; r += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r, lane, shift);
+        for (; r < (int) fast_rows; r++) fold_rows<Q, 1>(a0, a1, w, r, lane, shift);
+        const uint64_t words = (len + 15) / 16;
+        const uint64_t n_s = words - s * SEGMENT_WORDS < SEGMENT_WORDS ? words - s * SEGMENT_WORDS : SEGMENT_WORDS;
+        for (; r < ROWS && (uint64_t) (r * LANES + j) < n_s; r++)
+            accumulate(a0, a1, load_word_careful<Q>(p, len, g, safe_end, shift, s * SEGMENT_WORDS + r * LANES + j), r);
+    }
+
+    // Lane tree: at offset o, a lane whose index is a multiple of 2o is the left child.
+    uint64_t v = fmix64(a0 ^ (a1 * P3));
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) v = combine(v, __shfl_down_sync(0xffffffffu, v, o));
+    __shared__ uint64_t warp_values[LANES / 32];
+    if (lane == 0) warp_values[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = warp_values[lane % (LANES / 32)];
+#pragma unroll
+        for (int o = 1; o < LANES / 32; o *= 2) v = combine(v, __shfl_down_sync(0xffffffffu, v, o));
+        if (lane == 0) seg_values[s] = v;
+    }
+}
+
+// Folds each chunk of TREE_CHUNK adjacent values of in[0 .. n-1] into out[chunk]; when there is
+// one chunk, writes the final hash instead (root mixed with the length).
+__global__ __launch_bounds__(TREE_THREADS) void tree_kernel(const uint64_t *__restrict__ in, uint64_t n,
+                                                            uint64_t *__restrict__ out, uint64_t len) {
+    __shared__ uint64_t t[TREE_CHUNK];
+    const uint64_t base = (uint64_t) blockIdx.x * TREE_CHUNK;
+    const int m = n - base < (uint64_t) TREE_CHUNK ? (int) (n - base) : TREE_CHUNK;
+    for (int i = threadIdx.x; i < m; i += TREE_THREADS) t[i] = in[base + i];
+    __syncthreads();
+    // Level k: node i * 2^k takes its right sibling when there is one, else is carried up.
+    for (int o = 1; o < m; o *= 2) {
+        for (int i = threadIdx.x * 2 * o; i + o < m; i += TREE_THREADS * 2 * o) t[i] = combine(t[i], t[i + o]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = gridDim.x == 1 ? fmix64(t[0] ^ (len * P5)) : t[0];
+}
+
+uint64_t segment_count(size_t len) { return len == 0 ? 1 : ((uint64_t) len + SEGMENT - 1) / SEGMENT; }
+
+uint64_t chunks(uint64_t n) { return (n + TREE_CHUNK - 1) / TREE_CHUNK; }
+
+}  // namespace
+
+extern "C" size_t cuda_simplehash_workspace_bytes(size_t len) {
+    const uint64_t s = segment_count(len);
+    return (size_t) (8 * (s + chunks(s)));
+}
+
+extern "C" cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace,
+                                               uint64_t *result_dev, void *stream_ptr) {
+    const uint8_t *p = (const uint8_t *) data;
+    cudaStream_t stream = (cudaStream_t) stream_ptr;
+    const uint64_t s = segment_count(len);
+    if ((len > 0 && p == NULL) || workspace == NULL || result_dev == NULL || s > 0x7fffffffu) return CUDA_INVALID;
+    uint64_t *values = (uint64_t *) workspace, *next = values + s;
+
+    const int misalign = (int) ((uintptr_t) p % 16);
+    const dim3 grid((unsigned) s);
+    switch (misalign == 0 ? -1 : misalign / 4) {
+    case -1: segment_kernel<-1><<<grid, LANES, 0, stream>>>(p, len, values); break;
+    case 0: segment_kernel<0><<<grid, LANES, 0, stream>>>(p, len, values); break;
+    case 1: segment_kernel<1><<<grid, LANES, 0, stream>>>(p, len, values); break;
+    case 2: segment_kernel<2><<<grid, LANES, 0, stream>>>(p, len, values); break;
+    default: segment_kernel<3><<<grid, LANES, 0, stream>>>(p, len, values); break;
+    }
+    cuda_status_t st = cuda_check(cudaGetLastError(), "segment_kernel launch");
+    for (uint64_t n = s; st == CUDA_OK;) {
+        const uint64_t blocks = chunks(n);
+        tree_kernel<<<(unsigned) blocks, TREE_THREADS, 0, stream>>>(values, n, blocks == 1 ? result_dev : next, len);
+        st = cuda_check(cudaGetLastError(), "tree_kernel launch");
+        if (blocks == 1) break;
+        uint64_t *t = values;
+        values = next;
+        next = t;
+        n = blocks;
+    }
+    return st;
+}
+
+// The synchronous hash keeps one workspace per device, grown as needed, behind one lock: hashes
+// take turns, which costs little since each one alone saturates the GPU's memory bandwidth.
+namespace {
+
+constexpr int MAX_CACHED_DEVICES = 64;
+
+struct Workspace {
+    void *mem;
+    size_t bytes;
+};
+
+pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+Workspace g_workspace[MAX_CACHED_DEVICES];
+
+cuda_status_t hash_on_current_device(int device, const void *data, size_t len, cudaStream_t stream,
+                                     uint64_t *out) {
+    // Room for the workspace and, after it, the 8-byte result.
+    const size_t need = cuda_simplehash_workspace_bytes(len) + 8;
+    Workspace own = {NULL, 0};
+    Workspace *ws = device < MAX_CACHED_DEVICES ? &g_workspace[device] : &own;
+    cuda_status_t st = CUDA_OK;
+    if (ws->bytes < need) {
+        if (ws->mem != NULL) cudaFree(ws->mem);
+        ws->mem = NULL;
+        ws->bytes = 0;
+        size_t bytes = need < 65536 ? 65536 : need;
+        st = cuda_check(cudaMalloc(&ws->mem, bytes), "cudaMalloc (simplehash workspace)");
+        if (st != CUDA_OK) return st;
+        ws->bytes = bytes;
+    }
+    uint64_t *result = (uint64_t *) ((char *) ws->mem + need - 8);
+    st = cuda_simplehash_async(data, len, ws->mem, result, stream);
+    if (st == CUDA_OK) st = cuda_check(cudaMemcpyAsync(out, result, 8, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    if (st == CUDA_OK) st = cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (simplehash)");
+    if (ws == &own) cudaFree(own.mem);
+    return st;
+}
+
+}  // namespace
+
+extern "C" cuda_status_t cuda_simplehash(const void *data, size_t len, void *stream, uint64_t *out) {
+    if (out == NULL || (len > 0 && data == NULL)) return CUDA_INVALID;
+    int count = 0;
+    cuda_status_t st = cuda_device_count(&count);
+    if (st != CUDA_OK) return st;
+    int current = 0, device = 0;
+    st = cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+    if (st != CUDA_OK) return st;
+    device = current;
+    if (len > 0) {
+        cudaPointerAttributes attr;
+        if (cudaPointerGetAttributes(&attr, data) != cudaSuccess ||
+            (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
+            cudaGetLastError();
+            LOG_ERROR("cuda", "simplehash: %p is not device memory", data);
+            return CUDA_INVALID;
+        }
+        if (attr.type == cudaMemoryTypeDevice) device = attr.device;
+    }
+    if (device != current && (st = cuda_check(cudaSetDevice(device), "cudaSetDevice")) != CUDA_OK) return st;
+
+    pthread_mutex_lock(&g_lock);
+    st = hash_on_current_device(device, data, len, (cudaStream_t) stream, out);
+    pthread_mutex_unlock(&g_lock);
+
+    if (device != current) cudaSetDevice(current);
+    return st;
+}

@@ -1,0 +1,65 @@
+/* cuda_table: the one door from the library to CUDA.
+ *
+ * CUDA is optional. The rest of the library never includes a CUDA header and never links
+ * cudart itself: it asks cuda_table() for a table of function pointers. Built with
+ * --config=cuda the table is filled at compile time with the functions of cuda_api.h (nvcc-built,
+ * cudart linked statically); built without, cuda_table() returns NULL and every caller takes
+ * its host-only path. A table does not promise a GPU: with no driver or no device,
+ * device_count() says CUDA_NO_DEVICE and is_device_pointer() is false for every pointer.
+ *
+ * Streams are opaque `void *` (a cudaStream_t); NULL is the legacy default stream, which is
+ * ordered after work queued on any blocking stream (PyTorch's default stream included). */
+#ifndef PCCL_CUDA_TABLE_H
+#define PCCL_CUDA_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum cuda_status_t {
+    CUDA_OK = 0,
+    CUDA_NO_DEVICE = 1,    /* no driver, no GPU, or the driver is older than the runtime */
+    CUDA_INVALID = 2,      /* a bad argument, e.g. a host pointer where device memory is needed */
+    CUDA_OUT_OF_MEMORY = 3,
+    CUDA_RUNTIME_ERROR = 4 /* anything else; the log line names the cudart call and its error */
+} cuda_status_t;
+
+typedef struct cuda_table_t {
+    /* Devices visible to this process; CUDA_NO_DEVICE (count 0) when there are none. */
+    cuda_status_t (*device_count)(int *count);
+    /* True for device and managed memory; false for host memory (pinned too), NULL, and
+     * everything when no GPU is usable. The first call in a process sets up the runtime. */
+    bool (*is_device_pointer)(const void *p);
+
+    /* SimpleHash v1 (hash/SIMPLEHASH.md) of len bytes of device memory at any alignment, equal to
+     * hash_simple() of the same bytes. Runs on the GPU that owns the pointer, on `stream`, and
+     * returns when the hash is known. Calls from several threads are safe (they take turns). */
+    cuda_status_t (*simplehash)(const void *data, size_t len, void *stream, uint64_t *out);
+
+    /* Copies between device memory and host memory (pinned or pageable); the synchronous ones
+     * return when the copy is done, the async ones when it is queued on `stream` (pinned host
+     * memory makes them truly asynchronous). */
+    cuda_status_t (*memcpy_d2h)(void *dst, const void *src, size_t n, void *stream);
+    cuda_status_t (*memcpy_h2d)(void *dst, const void *src, size_t n, void *stream);
+    cuda_status_t (*memcpy_d2h_async)(void *dst, const void *src, size_t n, void *stream);
+    cuda_status_t (*memcpy_h2d_async)(void *dst, const void *src, size_t n, void *stream);
+
+    /* Non-blocking streams (not ordered with the legacy default stream). */
+    cuda_status_t (*stream_create)(void **stream);
+    cuda_status_t (*stream_synchronize)(void *stream);
+    cuda_status_t (*stream_destroy)(void *stream);
+
+    /* Page-locked host memory (staging blocks) and device memory of the current device. */
+    cuda_status_t (*host_alloc)(void **p, size_t n);
+    cuda_status_t (*host_free)(void *p);
+    cuda_status_t (*device_alloc)(void **p, size_t n);
+    cuda_status_t (*device_free)(void *p);
+
+    /* "CUDA_OK", "CUDA_NO_DEVICE", ...; never NULL. */
+    const char *(*status_string)(cuda_status_t status);
+} cuda_table_t;
+
+/* The table when CUDA is built in, NULL when it is not. Constant for the life of the process. */
+const cuda_table_t *cuda_table(void);
+
+#endif /* PCCL_CUDA_TABLE_H */

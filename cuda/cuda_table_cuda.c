@@ -1,0 +1,23 @@
+/* The CUDA flavour (--config=cuda): the table points at the nvcc-built functions. */
+#include "cuda/cuda_api.h"
+#include "cuda/cuda_table.h"
+
+static const cuda_table_t table = {
+    .device_count = cuda_device_count,
+    .is_device_pointer = cuda_is_device_pointer,
+    .simplehash = cuda_simplehash,
+    .memcpy_d2h = cuda_memcpy_d2h,
+    .memcpy_h2d = cuda_memcpy_h2d,
+    .memcpy_d2h_async = cuda_memcpy_d2h_async,
+    .memcpy_h2d_async = cuda_memcpy_h2d_async,
+    .stream_create = cuda_stream_create,
+    .stream_synchronize = cuda_stream_synchronize,
+    .stream_destroy = cuda_stream_destroy,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .device_alloc = cuda_device_alloc,
+    .device_free = cuda_device_free,
+    .status_string = cuda_status_string,
+};
+
+const cuda_table_t *cuda_table(void) { return &table; }

@@ -1,0 +1,20 @@
+#!/bin/sh
+# gpu_pack.sh: builds the GPU tests and benchmark (CUDA flavour, cudart and libuv linked
+# statically) and collects them with their runner scripts in build/gpu/, a folder that runs on
+# a GPU machine with a driver but no Bazel and no CUDA toolkit:
+#   sh build/gpu/run_tests.sh          GPU tests, then "N passed, N failed"
+#   sh build/gpu/run_bench.sh [DIR]    benchmark rows into DIR/cuda_results.csv (default bench/out)
+set -eu
+cd "$(dirname "$0")/.."
+NVCC=/usr/local/cuda/bin/nvcc # fixed by cuda/cuda.bzl
+[ -x "$NVCC" ] || { echo "gpu_pack: no nvcc at $NVCC: cannot build the CUDA flavour" >&2; exit 1; }
+bazel build --config=cuda //tests/cuda:cuda_table_test //tests/cuda:simplehash_gpu_test //bench/cuda:cuda_bench
+bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
+rm -rf build/gpu
+mkdir -p build/gpu
+cp -f "$bin/tests/cuda/cuda_table_test" "$bin/tests/cuda/simplehash_gpu_test" "$bin/bench/cuda/cuda_bench" build/gpu/
+cp -f bench/cuda/torch_sum.py build/gpu/
+cp -f tools/gpu_run_tests.sh build/gpu/run_tests.sh
+cp -f tools/gpu_run_bench.sh build/gpu/run_bench.sh
+chmod -R u+w build/gpu
+echo "packed: build/gpu ($(du -sh build/gpu | cut -f1)); on the GPU machine: sh build/gpu/run_tests.sh, sh build/gpu/run_bench.sh"

@@ -1,0 +1,21 @@
+#!/bin/sh
+# run_bench.sh [DIR] (packed into build/gpu by tools/gpu_pack.sh): torch.sum timings (when torch
+# is there), then cuda_bench, whose rows go to DIR/cuda_results.csv (default bench/out) under
+# the header name,value,unit,baseline,ratio, and as a table on stdout.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${1:-bench/out}
+mkdir -p "$dir"
+out=$dir/cuda_results.csv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null || true
+if command -v python3 >/dev/null 2>&1; then
+    python3 "$here/torch_sum.py" > "$tmp/torch.txt" || echo "torch_sum.py failed: no torch.sum rows" >&2
+else
+    : > "$tmp/torch.txt"
+fi
+echo "name,value,unit,baseline,ratio" > "$out"
+"$here/cuda_bench" --torch "$tmp/torch.txt" >> "$out"
+column -s, -t < "$out" 2>/dev/null || cat "$out"
+echo "wrote $out"

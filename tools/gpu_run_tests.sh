@@ -1,0 +1,30 @@
+#!/bin/sh
+# run_tests.sh (packed into build/gpu by tools/gpu_pack.sh): the GPU tests from their binaries;
+# needs a driver, no Bazel, no toolkit. Where compute-sanitizer exists, the quick hash test runs
+# again under memcheck (it catches a read past the end of an allocation). Last line:
+# "N passed, N failed".
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+pass=0
+fail=0
+run() {
+    name=$1
+    shift
+    echo "== $name"
+    if "$@"; then pass=$((pass + 1)); else echo "FAILED: $name"; fail=$((fail + 1)); fi
+}
+gpu=no
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null && gpu=yes
+[ $gpu = yes ] || echo "no GPU found (nvidia-smi): the tests will say skipped"
+run cuda_table_test "$here/cuda_table_test"
+run simplehash_gpu_test "$here/simplehash_gpu_test"
+san=$(command -v compute-sanitizer 2>/dev/null || true)
+[ -z "$san" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && san=/usr/local/cuda/bin/compute-sanitizer
+if [ $gpu = yes ] && [ -n "$san" ]; then
+    run "simplehash_gpu_test --quick under compute-sanitizer memcheck" \
+        "$san" --tool memcheck --error-exitcode 1 --print-limit 20 "$here/simplehash_gpu_test" --quick
+else
+    echo "compute-sanitizer: skipped (no GPU or no compute-sanitizer)"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
