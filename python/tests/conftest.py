@@ -167,9 +167,37 @@ def run_threads(fns, timeout=30):
     return results
 
 
+def admit(accepted, newcomers, timeout=30):
+    """Connects each communicator of `newcomers` (on threads: pcclConnect blocks until admitted)
+    while the `accepted` ones vote in rounds of update_topology until all newcomers are in. A round
+    admits only peers that registered before it, hence the loop."""
+    results = {}
+
+    def connect(c):
+        try:
+            c.connect(n_attempts=1)
+            results[id(c)] = None
+        except BaseException as e:  # noqa: B902 - handed to the test thread
+            results[id(c)] = e
+
+    threads = [threading.Thread(target=connect, args=(c,), daemon=True) for c in newcomers]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    while any(t.is_alive() for t in threads):
+        if time.monotonic() > deadline:
+            pytest.fail(f"newcomers not admitted within {timeout} s")
+        if accepted:
+            run_threads([a.update_topology for a in accepted], timeout=max(1.0, deadline - time.monotonic()))
+        for t in threads:
+            t.join(0.05)
+    for c in newcomers:
+        if results.get(id(c)) is not None:
+            raise results[id(c)]
+
+
 class Peers:
-    """n in-process communicators on one master, connected and admitted: the first connects alone,
-    each next one connects on a thread while the accepted ones vote it in."""
+    """n in-process communicators on one master, connected and admitted one by one."""
 
     def __init__(self, address, n, peer_groups=None):
         self.comms = []
@@ -177,12 +205,8 @@ class Peers:
         try:
             for i in range(n):
                 c = pccl.Communicator(address, peer_group=groups[i])
-                if not self.comms:
-                    c.connect(n_attempts=1)
-                else:
-                    run_threads([lambda c=c: c.connect(n_attempts=1)] +
-                                [a.update_topology for a in self.comms])
                 self.comms.append(c)
+                admit(self.comms[:-1], [c])
         except BaseException:
             self.close()
             raise
