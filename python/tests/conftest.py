@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(os.path.abspath(__file__)).parent  # no resolve(): stay inside a runfiles tree
 PYTHON_DIR = TESTS.parent
 REPO = PYTHON_DIR.parent
 
