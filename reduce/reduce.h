@@ -73,6 +73,40 @@ size_t reduce_cache_block_capacity(const void *block);
 void reduce_cache_trim(reduce_cache_t *cache);
 void reduce_cache_get_stats(reduce_cache_t *cache, reduce_cache_stats_t *out);
 
+/* ---- Quantization ------------------------------------------------------------------------ */
+
+/* One sub-chunk quantized is a frame: a fixed header (reduce_quant_header_bytes) followed by
+ * one uint8 or uint16 code per element. The header holds the algorithm, code width, a
+ * non-finite flag, the source dtype, the element count and two parameters (min and max, or
+ * scale and zero point) in the working type (float; double for float64 sources). Algorithms,
+ * rounding, NaN/Inf and constant sub-chunks: README.md "Quantization". */
+#define REDUCE_QUANT_MAX_HEADER 24u
+
+/* REDUCE_OK when dtype may travel quantized as q says (q NULL or algorithm pcclQuantNone:
+ * always); REDUCE_EINVAL for any other algorithm or quantized dtype than MinMax /
+ * ZeroPointScale to uint8 / uint16, or a source dtype other than float32, float64, float16
+ * and bfloat16. */
+int reduce_quant_check(pcclDataType_t dtype, const pcclQuantizationOptions_t *q);
+
+/* 16 for float32, float16 and bfloat16 sources, 24 for float64; 0 for the other dtypes. */
+size_t reduce_quant_header_bytes(pcclDataType_t dtype);
+
+/* Header plus count codes; 0 when q does not quantize dtype (see reduce_quant_check). */
+size_t reduce_quant_frame_bytes(pcclDataType_t dtype, const pcclQuantizationOptions_t *q,
+                                size_t count);
+
+/* Quantizes count (at most UINT32_MAX) elements of src into one frame of
+ * reduce_quant_frame_bytes bytes at frame (2-byte aligned). REDUCE_EINVAL when q does not
+ * quantize dtype. */
+int reduce_quant_encode(pcclDataType_t dtype, const pcclQuantizationOptions_t *q, void *frame,
+                        const void *src, size_t count);
+
+/* Decodes one frame into count elements of dtype at dst. Deterministic: the same frame gives
+ * the same bits on every peer. REDUCE_EINVAL (nothing written) when the header does not
+ * describe count elements of dtype quantized as q says. frame and dst must not overlap. */
+int reduce_quant_decode(pcclDataType_t dtype, const pcclQuantizationOptions_t *q, void *dst,
+                        const void *frame, size_t count);
+
 /* ---- Link --------------------------------------------------------------------------------- */
 
 /* A request: caller-owned; the poster sets state = PENDING and doorbell before posting. */
@@ -134,10 +168,15 @@ typedef struct reduce_ring_params {
     size_t subchunk_bytes;             /* frame payload size; 0: REDUCE_RING_DEFAULT_SUBCHUNK */
     uint32_t window;                   /* sub-chunks in flight per direction; 0: default */
     uint32_t poll_us;                  /* longest sleep between abort-flag checks; 0: default */
+    /* Wire quantization (README.md "Quantization"). All zero, i.e. algorithm pcclQuantNone:
+     * none, frames carry the source elements. Otherwise pcclQuantMinMax or
+     * pcclQuantZeroPointScale to pcclUint8 or pcclUint16, for float32, float64, float16 and
+     * bfloat16 sources; any other combination is REDUCE_EINVAL. */
+    pcclQuantizationOptions_t quantization;
 } reduce_ring_params_t;
 
 typedef struct reduce_ring_stats {
-    uint64_t tx_bytes; /* payload bytes of completed sends */
+    uint64_t tx_bytes; /* payload bytes of completed sends (quantized: headers and codes) */
     uint64_t rx_bytes; /* payload bytes of completed receives */
 } reduce_ring_stats_t;
 

@@ -15,7 +15,16 @@
  *     that read the same bytes has completed (all-gather receive i covers exactly the bytes of
  *     send i), so the link never reads memory that is being overwritten.
  * One loop turn retires finished sends, posts what it may, then reduces at most one received
- * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce. */
+ * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce.
+ *
+ * Quantized (params->quantization): every frame is a quantized sub-chunk (reduce_quant.c).
+ * Sends of steps 0 .. N-1 quantize at post time into a send staging slot: step 0 from sendbuf,
+ * later reduce-scatter steps the partial in recvbuf, step N-1 the owner's finished chunk, which
+ * the owner then decodes back over its own copy. Reduce-scatter receives land in receive slots
+ * and are decoded into a scratch block, then combined as before. All-gather receives land in
+ * one of two gather buffers (by step parity, one frame slot per sub-chunk), are decoded into
+ * recvbuf, and the next step forwards those very bytes; so all-gather receive (t, j) waits
+ * until the send that forwarded the same slot two steps earlier has completed. */
 #include <string.h>
 
 #include "log/log.h"
@@ -93,6 +102,7 @@ static int ranges_overlap(const void *a, const void *b, size_t len) {
 static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
                         size_t count, pcclDataType_t dtype, pcclRedOp_t op) {
     if (p == NULL || !reduce_dtype_valid(dtype) || !reduce_op_valid(op)) return REDUCE_EINVAL;
+    if (reduce_quant_check(dtype, &p->quantization) != REDUCE_OK) return REDUCE_EINVAL;
     if (p->world_size == 0 || p->rank >= p->world_size) return REDUCE_EINVAL;
     size_t esz = reduce_dtype_size(dtype);
     if (count > SIZE_MAX / esz) return REDUCE_EINVAL;
@@ -107,6 +117,34 @@ static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void
             return REDUCE_EINVAL;
     }
     return REDUCE_OK;
+}
+
+/* The quantized path's staging: one cache block carved into receive slots, send slots, the
+ * gather buffers (one frame slot per sub-chunk each) and the decode scratch. */
+typedef struct qstage {
+    int on;
+    size_t stride;      /* bytes per frame slot, a multiple of 64 */
+    size_t gather_len;  /* bytes per gather buffer: stride * largest sub-chunk count */
+    char *rx, *tx, *gather, *scratch;
+} qstage_t;
+
+static size_t round64(size_t x) {
+    return (x + 63) & ~(size_t) 63;
+}
+
+static char *gather_slot(const ring_t *g, const qstage_t *q, uint32_t t, size_t j) {
+    return q->gather + ((t - (g->n - 1)) & 1u) * q->gather_len + j * q->stride;
+}
+
+/* Sends (counted from the start of the send stream) that must have completed before the
+ * all-gather receive at cursor `cur` (step t >= N+1, receive number `idx`) may reuse its gather
+ * slot: the slot was last filled at step t-2 (or earlier) and forwarded at step t-1, and send
+ * k >= n0 forwards receive k - n0. Sends complete in order. */
+static uint64_t gather_need(const ring_t *g, const cursor_t *cur, uint64_t idx, uint64_t n0) {
+    uint64_t k1 = nsub_of(g, chunk_at(g, 2, cur->t - 1)), k2 = nsub_of(g, chunk_at(g, 2, cur->t - 2));
+    uint64_t base2 = idx - cur->j - k1 - k2; /* receive number of (t-2, 0) */
+    uint64_t upto = (uint64_t) cur->j + 1 < k2 ? (uint64_t) cur->j + 1 : k2;
+    return n0 + base2 + upto;
 }
 
 int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
@@ -130,6 +168,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     const uint32_t n = g.n;
     char *const out = recvbuf;
     const char *const in = sendbuf;
+    const pcclQuantizationOptions_t *qo = &p->quantization;
 
     /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
      * its last step; reduce-scatter receives come first in the receive stream. */
@@ -142,18 +181,44 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     }
     uint64_t total_sends = n0 + total_recvs - nsub_of(&g, chunk_at(&g, 2, steps(&g) - 1));
 
-    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one. */
+    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one; or,
+     * quantized, the one block of qstage_t. */
     size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
-    size_t staging_bytes = (g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems) * esz;
-    uint32_t nstaging = rs_recvs < window ? (uint32_t) rs_recvs : window;
+    size_t max_sub_elems = g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems;
+    size_t staging_bytes = max_sub_elems * esz;
+    uint32_t nstaging = 0;
     void *staging[REDUCE_RING_MAX_WINDOW];
     reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
     size_t slen[REDUCE_RING_MAX_WINDOW];
-    for (uint32_t i = 0; i < nstaging; i++) {
-        staging[i] = reduce_cache_alloc(p->cache, staging_bytes);
-        if (staging[i] == NULL) {
-            for (uint32_t k = 0; k < i; k++) reduce_cache_free(p->cache, staging[k]);
-            return REDUCE_ENOMEM;
+    qstage_t q = { .on = qo->algorithm != pcclQuantNone };
+    void *qblock = NULL;
+    if (q.on) {
+        uint64_t nrx = rs_recvs < window ? rs_recvs : window;
+        uint64_t ntx = n0 + rs_recvs < window ? n0 + rs_recvs : window;
+        uint64_t nsub_max = (max_chunk_elems + g.sub_elems - 1) / g.sub_elems;
+        q.stride = round64(reduce_quant_frame_bytes(dtype, qo, max_sub_elems));
+        size_t ngather = n - 1 >= 2 ? 2 : 1;
+        size_t total = (size_t) (nrx + ntx) * q.stride;
+        if (nsub_max > (SIZE_MAX / 4 - total) / ngather / q.stride) return REDUCE_ENOMEM;
+        q.gather_len = (size_t) nsub_max * q.stride;
+        total += ngather * q.gather_len;
+        size_t off_tx = (size_t) nrx * q.stride, off_gather = (size_t) (nrx + ntx) * q.stride;
+        size_t off_scratch = total;
+        total += round64(staging_bytes);
+        qblock = reduce_cache_alloc(p->cache, total);
+        if (qblock == NULL) return REDUCE_ENOMEM;
+        q.rx = qblock;
+        q.tx = (char *) qblock + off_tx;
+        q.gather = (char *) qblock + off_gather;
+        q.scratch = (char *) qblock + off_scratch;
+    } else {
+        nstaging = rs_recvs < window ? (uint32_t) rs_recvs : window;
+        for (uint32_t i = 0; i < nstaging; i++) {
+            staging[i] = reduce_cache_alloc(p->cache, staging_bytes);
+            if (staging[i] == NULL) {
+                for (uint32_t k = 0; k < i; k++) reduce_cache_free(p->cache, staging[k]);
+                return REDUCE_ENOMEM;
+            }
         }
     }
 
@@ -187,12 +252,22 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
 
         while (r_posted < total_recvs && r_posted - r_done < window) {
             int gather = rpost.t >= n - 1;
-            if (gather && r_posted - rs_recvs >= s_retired) break;
-            void *dst = gather ? (void *) (out + rpost.off) : staging[r_posted % window];
-            reduce_req_t *q = &rreq[r_posted % window];
-            atomic_store(&q->state, REDUCE_REQ_PENDING);
-            q->doorbell = p->doorbell;
-            if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, rpost.len, q) != 0) {
+            void *dst;
+            size_t len;
+            if (!q.on) {
+                if (gather && r_posted - rs_recvs >= s_retired) break;
+                dst = gather ? (void *) (out + rpost.off) : staging[r_posted % window];
+                len = rpost.len;
+            } else {
+                if (rpost.t >= n + 1 && s_retired < gather_need(&g, &rpost, r_posted, n0)) break;
+                dst = gather ? gather_slot(&g, &q, rpost.t, rpost.j)
+                             : q.rx + (r_posted % window) * q.stride;
+                len = reduce_quant_frame_bytes(dtype, qo, rpost.len / esz);
+            }
+            reduce_req_t *rq = &rreq[r_posted % window];
+            atomic_store(&rq->state, REDUCE_REQ_PENDING);
+            rq->doorbell = p->doorbell;
+            if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, len, rq) != 0) {
                 rc = REDUCE_ELINK;
                 goto out;
             }
@@ -203,13 +278,31 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
 
         while (s_posted < total_sends && s_posted - s_retired < window) {
             if (s_posted >= n0 && s_posted - n0 >= r_done) break;
-            const void *src = spost.t == 0 ? (const void *) (in + spost.off)
-                                           : (const void *) (out + spost.off);
-            reduce_req_t *q = &sreq[s_posted % window];
-            atomic_store(&q->state, REDUCE_REQ_PENDING);
-            q->doorbell = p->doorbell;
-            slen[s_posted % window] = spost.len;
-            if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, spost.len, q) != 0) {
+            const void *src;
+            size_t len;
+            if (!q.on) {
+                src = spost.t == 0 ? (const void *) (in + spost.off)
+                                   : (const void *) (out + spost.off);
+                len = spost.len;
+            } else {
+                size_t elems = spost.len / esz;
+                len = reduce_quant_frame_bytes(dtype, qo, elems);
+                if (spost.t >= n) {
+                    src = gather_slot(&g, &q, spost.t - 1, spost.j); /* forward as received */
+                } else {
+                    char *f = q.tx + (s_posted % window) * q.stride;
+                    reduce_quant_encode(dtype, qo, f, spost.t == 0 ? in + spost.off : out + spost.off,
+                                        elems);
+                    /* The owner keeps exactly what every other peer will decode. */
+                    if (spost.t == n - 1) reduce_quant_decode(dtype, qo, out + spost.off, f, elems);
+                    src = f;
+                }
+            }
+            reduce_req_t *sq = &sreq[s_posted % window];
+            atomic_store(&sq->state, REDUCE_REQ_PENDING);
+            sq->doorbell = p->doorbell;
+            slen[s_posted % window] = len;
+            if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, len, sq) != 0) {
                 rc = REDUCE_ELINK;
                 goto out;
             }
@@ -225,13 +318,30 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 goto out;
             }
             if (st == REDUCE_REQ_DONE) {
-                if (rproc.t < n - 1) {
-                    size_t elems = rproc.len / esz;
-                    reduce_combine(dtype, op, out + rproc.off, staging[r_done % window],
-                                   in + rproc.off, elems);
-                    if (rproc.t == n - 2) reduce_finish(dtype, op, out + rproc.off, elems, n);
+                size_t elems = rproc.len / esz;
+                if (!q.on) {
+                    if (rproc.t < n - 1)
+                        reduce_combine(dtype, op, out + rproc.off, staging[r_done % window],
+                                       in + rproc.off, elems);
+                    rx += rproc.len;
+                } else {
+                    int gather = rproc.t >= n - 1;
+                    const void *f = gather ? gather_slot(&g, &q, rproc.t, rproc.j)
+                                           : q.rx + (r_done % window) * q.stride;
+                    if (reduce_quant_decode(dtype, qo, gather ? out + rproc.off : q.scratch, f,
+                                            elems) != REDUCE_OK) {
+                        LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame "
+                                  "at offset %zu (header does not match %zu elements of dtype %d)",
+                                  (unsigned long long) p->tag, p->rank, n, rproc.off, elems,
+                                  (int) dtype);
+                        rc = REDUCE_ELINK;
+                        goto out;
+                    }
+                    if (!gather)
+                        reduce_combine(dtype, op, out + rproc.off, q.scratch, in + rproc.off, elems);
+                    rx += reduce_quant_frame_bytes(dtype, qo, elems);
                 }
-                rx += rproc.len;
+                if (rproc.t == n - 2) reduce_finish(dtype, op, out + rproc.off, elems, n);
                 r_done++;
                 cursor_next(&g, &rproc);
                 progressed = 1;
@@ -253,6 +363,7 @@ out:
                   (unsigned long long) r_done, (unsigned long long) total_recvs);
     }
     for (uint32_t i = 0; i < nstaging; i++) reduce_cache_free(p->cache, staging[i]);
+    reduce_cache_free(p->cache, qblock);
     if (stats != NULL) {
         stats->tx_bytes = tx;
         stats->rx_bytes = rx;
