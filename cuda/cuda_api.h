@@ -33,13 +33,15 @@ const char *cuda_status_string(cuda_status_t status);
  * len is 0), switches to the pointer's device, uses a cached workspace. */
 cuda_status_t cuda_simplehash(const void *data, size_t len, void *stream, uint64_t *out);
 
-/* SimpleHash, asynchronous, for callers that keep their own workspace (benchmarks, pipelines).
- * The workspace is device memory of at least cuda_simplehash_workspace_bytes(len) bytes, 8-byte
- * aligned; result_dev is 8 bytes of device memory that receive the hash when the kernels queued
- * on `stream` have run. data is not checked: it must be device memory of the current device. */
+/* SimpleHash, asynchronous, for callers that keep their own workspace (benchmarks, pipelines):
+ * one kernel queued on `stream`, which writes the hash to *result (device memory, or mapped
+ * page-locked host memory) when it is done. The workspace is device memory of at least
+ * cuda_simplehash_workspace_bytes(len) bytes, 8-byte aligned, whose first 8 bytes are zero
+ * before its first use (every completed hash leaves them zero again); it serves one hash at a
+ * time. data is not checked: it must be device memory of the current device. */
 size_t cuda_simplehash_workspace_bytes(size_t len);
-cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace,
-                                    uint64_t *result_dev, void *stream);
+cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace, uint64_t *result,
+                                    void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_tests.sh (packed into build/gpu by tools/gpu_pack.sh): the GPU tests from their binaries;
 # needs a driver, no Bazel, no toolkit. Where compute-sanitizer exists, the quick hash test runs
-# again under memcheck (it catches a read past the end of an allocation). Last line:
+# again under memcheck (a read past the end of an allocation), racecheck and synccheck (the
+# shared memory and barriers of the in-kernel tree). Last line:
 # "N passed, N failed".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,8 +22,10 @@ run simplehash_gpu_test "$here/simplehash_gpu_test"
 san=$(command -v compute-sanitizer 2>/dev/null || true)
 [ -z "$san" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && san=/usr/local/cuda/bin/compute-sanitizer
 if [ $gpu = yes ] && [ -n "$san" ]; then
-    run "simplehash_gpu_test --quick under compute-sanitizer memcheck" \
-        "$san" --tool memcheck --error-exitcode 1 --print-limit 20 "$here/simplehash_gpu_test" --quick
+    for tool in memcheck racecheck synccheck; do
+        run "simplehash_gpu_test --quick under compute-sanitizer $tool" \
+            "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/simplehash_gpu_test" --quick
+    done
 else
     echo "compute-sanitizer: skipped (no GPU or no compute-sanitizer)"
 fi

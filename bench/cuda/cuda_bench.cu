@@ -155,6 +155,7 @@ void bench_size(size_t bytes, const char *torch_file, cudaStream_t stream) {
     unsigned long long *fold_out = NULL;
     float *sum_out = NULL;
     CK(cudaMalloc(&ws, cuda_simplehash_workspace_bytes(bytes)));
+    CK(cudaMemsetAsync(ws, 0, 8, stream));  // the arrival counter
     CK(cudaMalloc(&result, 8));
     CK(cudaMalloc(&fold_out, 8));
     CK(cudaMalloc(&sum_out, 4));
