@@ -1,7 +1,9 @@
 /* Failures mid-ring: a peer dies at a chosen send (with and without the master's abort notice),
  * a peer stalls while its links stay up (only the polled abort flag can end the wait), and an
  * abort raised before the call. Every peer must return promptly, with an error unless its
- * result was already complete (and then correct), sendbuf untouched, no staging block left. */
+ * result was already complete (and then correct), sendbuf untouched, no staging block left.
+ * The same again with quantization on: a peer that completes holds the bits of a healthy
+ * quantized run. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +52,7 @@ typedef struct scenario {
     int abort_on_death;
     int32_t stall_peer;   /* -1: nobody stalls; else raise the flags (no wake) after 100 ms */
     int abort_first;      /* flags raised before anyone starts */
+    int quant;            /* 0: plain; 1: uint8 min-max; 2: uint16 zero-point/scale */
 } scenario_t;
 
 typedef struct delayed_abort {
@@ -63,6 +66,44 @@ static void *abort_later(void *arg) {
     d->at = now_s();
     reduce_memnet_abort_all(d->net, 0);
     return NULL;
+}
+
+static pcclQuantizationOptions_t quant_of(int quant) {
+    pcclQuantizationOptions_t q = { pcclUint8, pcclQuantNone };
+    if (quant == 1) q = (pcclQuantizationOptions_t){ pcclUint8, pcclQuantMinMax };
+    if (quant == 2) q = (pcclQuantizationOptions_t){ pcclUint16, pcclQuantZeroPointScale };
+    return q;
+}
+
+/* What a healthy quantized ring gives for these inputs (lossy, but the same on every peer). */
+static void expected_quantized(float *out, float *const *in, uint32_t n, int quant) {
+    reduce_memnet_t *net = reduce_memnet_create(n, NULL);
+    REQUIRE(net != NULL);
+    peer_run_t runs[8];
+    float *recv[8] = { 0 };
+    memset(runs, 0, sizeof runs);
+    for (uint32_t p = 0; p < n; p++) {
+        recv[p] = malloc(COUNT * sizeof(float));
+        REQUIRE(recv[p] != NULL);
+        reduce_memnet_fill_params(net, p, &runs[p].params);
+        runs[p].params.tag = 41;
+        runs[p].params.cache = cache;
+        runs[p].params.subchunk_bytes = SUB;
+        runs[p].params.quantization = quant_of(quant);
+        runs[p].sendbuf = in[p];
+        runs[p].recvbuf = recv[p];
+        runs[p].count = COUNT;
+        runs[p].dtype = pcclFloat;
+        runs[p].op = pcclSum;
+    }
+    REQUIRE(run_peers(runs, n) == 0);
+    for (uint32_t p = 0; p < n; p++) {
+        REQUIRE(runs[p].rc == REDUCE_OK);
+        CHECK(memcmp(recv[p], recv[0], COUNT * sizeof(float)) == 0);
+    }
+    memcpy(out, recv[0], COUNT * sizeof(float));
+    for (uint32_t p = 0; p < n; p++) free(recv[p]);
+    reduce_memnet_destroy(net);
 }
 
 static void run_scenario(const scenario_t *s) {
@@ -87,6 +128,7 @@ static void run_scenario(const scenario_t *s) {
         runs[p].params.cache = cache;
         runs[p].params.subchunk_bytes = SUB;
         runs[p].params.window = 4;
+        runs[p].params.quantization = quant_of(s->quant);
         runs[p].sendbuf = send[p];
         runs[p].recvbuf = recv[p];
         runs[p].count = COUNT;
@@ -94,7 +136,8 @@ static void run_scenario(const scenario_t *s) {
         runs[p].op = pcclSum;
         runs[p].stall = (int32_t) p == s->stall_peer;
     }
-    expected(want, orig, n);
+    if (s->quant) expected_quantized(want, orig, n, s->quant);
+    else expected(want, orig, n);
     if (s->abort_first) reduce_memnet_abort_all(net, 0);
 
     delayed_abort_t d = { net, 0 };
@@ -131,9 +174,9 @@ static void run_scenario(const scenario_t *s) {
     reduce_cache_get_stats(cache, &st);
     CHECK_EQ_U64(st.blocks_in_use, 0);
     if (check_failures != before)
-        fprintf(stderr, "  scenario: n=%u die_peer=%d die_at_send=%llu abort_on_death=%d stall=%d first=%d\n",
+        fprintf(stderr, "  scenario: n=%u die_peer=%d die_at_send=%llu abort_on_death=%d stall=%d first=%d quant=%d\n",
                 n, s->die_peer, (unsigned long long) s->die_at_send, s->abort_on_death,
-                s->stall_peer, s->abort_first);
+                s->stall_peer, s->abort_first, s->quant);
     for (uint32_t p = 0; p < n; p++) {
         free(send[p]);
         free(orig[p]);
@@ -155,23 +198,46 @@ int main(void) {
             uint64_t total = sends_of(n, (uint32_t) dying[k], &rs);
             uint64_t at[] = { 0, 1, rs / 2, rs, rs + (total - rs) / 2, total - 1 };
             for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-                scenario_t s = { n, dying[k], at[i], 1, -1, 0 };
+                scenario_t s = { n, dying[k], at[i], 1, -1, 0, 0 };
                 run_scenario(&s);
             }
         }
     }
     /* Two peers: the link failure alone must end both sides, no abort notice needed. */
     for (uint64_t at = 0; at < 40; at += 3) {
-        scenario_t s = { 2, (int32_t) (at % 2), at, 0, -1, 0 };
+        scenario_t s = { 2, (int32_t) (at % 2), at, 0, -1, 0, 0 };
         run_scenario(&s);
     }
     /* A stalled peer with healthy links: only the polled flag gets the others out. */
     for (uint32_t n = 2; n <= 6; n += 2) {
-        scenario_t s = { n, -1, 0, 0, (int32_t) (n - 1), 0 };
+        scenario_t s = { n, -1, 0, 0, (int32_t) (n - 1), 0, 0 };
         run_scenario(&s);
     }
-    scenario_t first = { 4, -1, 0, 0, -1, 1 };
+    scenario_t first = { 4, -1, 0, 0, -1, 1, 0 };
     run_scenario(&first);
+    /* Quantized: deaths across both phases, link failure alone, a stall, an early abort. */
+    static const uint32_t qns[] = { 3, 5 };
+    for (size_t a = 0; a < sizeof qns / sizeof qns[0]; a++) {
+        uint32_t n = qns[a];
+        int32_t dying[] = { 0, (int32_t) n - 1 };
+        for (int k = 0; k < 2; k++) {
+            uint64_t rs;
+            uint64_t total = sends_of(n, (uint32_t) dying[k], &rs);
+            uint64_t at[] = { 0, rs / 2, rs, rs + (total - rs) / 2, total - 1 };
+            for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+                scenario_t s = { n, dying[k], at[i], 1, -1, 0, 1 + (int) (i % 2) };
+                run_scenario(&s);
+            }
+        }
+    }
+    for (uint64_t at = 0; at < 40; at += 7) {
+        scenario_t s = { 2, (int32_t) (at % 2), at, 0, -1, 0, 1 };
+        run_scenario(&s);
+    }
+    scenario_t qstall = { 4, -1, 0, 0, 3, 0, 2 };
+    run_scenario(&qstall);
+    scenario_t qfirst = { 4, -1, 0, 0, -1, 1, 1 };
+    run_scenario(&qfirst);
     reduce_cache_destroy(cache);
     return check_exit();
 }

@@ -1,7 +1,9 @@
 /* In steady state an all-reduce allocates nothing: the test binary is linked with
  * -Wl,--wrap=malloc (and calloc, realloc, posix_memalign, aligned_alloc), so every call from the
  * ring, the allocator, the in-memory link and this file goes through the counters below. After
- * warm-up, 100 all-reduces over 4 persistent peer threads must make zero calls. */
+ * warm-up, 100 all-reduces over 4 persistent peer threads must make zero calls. They rotate
+ * through float32 Sum, bfloat16 Max and a quantized float32 Sum (uint8 min-max), whose staging
+ * (send / receive slots, gather buffers, scratch) also comes from the cache. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,8 @@ static reduce_cache_t *cache;
 static pthread_barrier_t start_bar, end_bar;
 static float send_a[N][COUNT_A], recv_a[N][COUNT_A], want_a[COUNT_A];
 static uint16_t send_b[N][COUNT_B], recv_b[N][COUNT_B], want_b[COUNT_B];
+static float recv_q[N][COUNT_A], want_q[COUNT_A];
+static int have_want_q;
 static int errors[N];
 
 /* Small integers: every order of summation gives the same float, so the expected value is
@@ -70,9 +74,17 @@ static void *worker(void *arg) {
         params.tag = (uint64_t) it;
         reduce_ring_stats_t st;
         int rc;
-        if (it % 2 == 0) {
+        if (it % 3 == 0) {
             rc = reduce_ring_allreduce(&params, send_a[p], recv_a[p], COUNT_A, pcclFloat, pcclSum, &st);
             if (rc != REDUCE_OK || memcmp(recv_a[p], want_a, sizeof want_a) != 0) errors[p]++;
+        } else if (it % 3 == 2) {
+            /* Lossy, but deterministic: every run gives the bits of the first one. */
+            params.quantization = (pcclQuantizationOptions_t){ pcclUint8, pcclQuantMinMax };
+            rc = reduce_ring_allreduce(&params, send_a[p], recv_q[p], COUNT_A, pcclFloat, pcclSum, &st);
+            params.quantization.algorithm = pcclQuantNone;
+            if (rc != REDUCE_OK || (have_want_q && memcmp(recv_q[p], want_q, sizeof want_q) != 0))
+                errors[p]++;
+            if (st.tx_bytes >= sizeof send_a[p] / 2) errors[p]++; /* about 2 * 3/4 * 1/4 */
         } else {
             rc = reduce_ring_allreduce(&params, send_b[p], recv_b[p], COUNT_B, pcclBFloat16, pcclMax, &st);
             if (rc != REDUCE_OK || memcmp(recv_b[p], want_b, sizeof want_b) != 0) errors[p]++;
@@ -120,6 +132,11 @@ int main(void) {
         }
         pthread_barrier_wait(&start_bar);
         pthread_barrier_wait(&end_bar);
+        if (it % 3 == 2) {
+            for (int p = 1; p < N; p++) CHECK(memcmp(recv_q[p], recv_q[0], sizeof recv_q[0]) == 0);
+            if (!have_want_q) memcpy(want_q, recv_q[0], sizeof want_q);
+            have_want_q = 1;
+        }
     }
     uint64_t after = atomic_load(&alloc_calls);
     reduce_cache_get_stats(cache, &st1);
