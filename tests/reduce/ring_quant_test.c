@@ -12,6 +12,7 @@
  * uint8, and two quantized all-reduces in flight on the same links. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/common/check.h"
 #include "tests/reduce/harness.h"
@@ -463,6 +464,68 @@ static void test_concurrent(void) {
     reduce_memnet_destroy(net);
 }
 
+typedef struct late_abort {
+    reduce_memnet_t *net;
+} late_abort_t;
+
+static void *abort_later(void *arg) {
+    late_abort_t *a = arg;
+    usleep(500 * 1000);
+    reduce_memnet_abort_all(a->net, 1);
+    return NULL;
+}
+
+/* Peers that disagree on the settings: a frame whose header says another algorithm is refused
+ * (REDUCE_ELINK where it is decoded), and one of another length fails on the link; nobody
+ * returns OK, nothing is misdecoded into a result. The others end by the abort that the master
+ * would send. */
+static void test_mismatch(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        const uint32_t n = 4;
+        const size_t count = 5000;
+        reduce_memnet_t *net = reduce_memnet_create(n, NULL);
+        REQUIRE(net != NULL);
+        float *bufs[4], *out[4];
+        peer_run_t runs[4];
+        memset(runs, 0, sizeof runs);
+        for (uint32_t p = 0; p < n; p++) {
+            bufs[p] = malloc(count * sizeof(float));
+            out[p] = malloc(count * sizeof(float));
+            REQUIRE(bufs[p] && out[p]);
+            for (size_t i = 0; i < count; i++) bufs[p][i] = (float) (i % 100) * 0.25f;
+            reduce_memnet_fill_params(net, p, &runs[p].params);
+            runs[p].params.tag = 400;
+            runs[p].params.cache = cache;
+            runs[p].params.subchunk_bytes = 1024;
+            runs[p].params.quantization = (pcclQuantizationOptions_t){ pcclUint8, pcclQuantZeroPointScale };
+            runs[p].sendbuf = bufs[p];
+            runs[p].recvbuf = out[p];
+            runs[p].count = count;
+            runs[p].dtype = pcclFloat;
+            runs[p].op = pcclSum;
+        }
+        runs[0].params.quantization = variant == 0
+            ? (pcclQuantizationOptions_t){ pcclUint8, pcclQuantMinMax }
+            : (pcclQuantizationOptions_t){ pcclUint16, pcclQuantZeroPointScale };
+        late_abort_t la = { net };
+        pthread_t th;
+        REQUIRE(pthread_create(&th, NULL, abort_later, &la) == 0);
+        REQUIRE(run_peers(runs, n) == 0);
+        pthread_join(th, NULL);
+        int refused = 0;
+        for (uint32_t p = 0; p < n; p++) {
+            CHECK(runs[p].rc == REDUCE_ELINK || runs[p].rc == REDUCE_EABORTED);
+            refused += runs[p].rc == REDUCE_ELINK;
+            free(bufs[p]);
+            free(out[p]);
+        }
+        /* Peer 0 or 1 (whichever meets a foreign frame first; the other may find its
+         * neighbour's requests cancelled and wait for the abort). */
+        CHECK(refused >= 1 && (runs[0].rc == REDUCE_ELINK || runs[1].rc == REDUCE_ELINK));
+        reduce_memnet_destroy(net);
+    }
+}
+
 int main(void) {
     cache = reduce_cache_create();
     REQUIRE(cache != NULL);
@@ -471,6 +534,7 @@ int main(void) {
     test_deep_pipelines();
     test_volume();
     test_concurrent();
+    test_mismatch();
     reduce_cache_stats_t st;
     reduce_cache_get_stats(cache, &st);
     CHECK_EQ_U64(st.blocks_in_use, 0);
