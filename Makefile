@@ -41,6 +41,12 @@ test-tsan: deps
 bench: build
 	@sh bench/run.sh
 
+demo: build
+	@sh tools/demo.sh
+
+fuzz: deps
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} $(BAZEL) run //tests/ccoip/fuzz:fuzz
+
 # GPU tests and benchmarks: built here into build/gpu/ (tools/gpu_pack.sh), run from there. On a
 # GPU machine without Bazel or nvcc, `make test-gpu` / `make bench-gpu` run the packed folder
 # carried over (or call sh build/gpu/run_tests.sh, sh build/gpu/run_bench.sh directly).

@@ -93,7 +93,10 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
 static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
     if (ok) {
         for (size_t i = 0; i < st->nclients; i++)
-            if (st->clients[i]->in_round) st->clients[i]->phase = CCOIP_MPHASE_ACCEPTED;
+            if (st->clients[i]->in_round) {
+                st->clients[i]->phase = CCOIP_MPHASE_ACCEPTED;
+                st->clients[i]->ring_stale = false; /* its ring is whole again */
+            }
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
@@ -269,8 +272,8 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
     if (st->shutting_down) return;
     if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
     if (was_accepted) {
-        /* Everyone's world shrank. Collectives in flight that involve c would be aborted here
-         * (M2C_COLLECTIVE_ABORT) once the all-reduce work tracks them. */
+        /* Everyone's world shrank; collectives in flight in c's group are aborted. */
+        ccoip_mcoll_on_leave(st, c);
         for (size_t k = 0; k < st->nclients; k++) {
             ccoip_mclient_t *o = st->clients[k];
             if (o->phase != CCOIP_MPHASE_ACCEPTED) continue;
@@ -374,6 +377,14 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
         c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_PENDING;
         evaluate(st);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_INIT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_init(st, c, &p->u.collective_init);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_complete(st, c, &p->u.collective_complete);
         return;
     case CCOIP_PKT_C2M_P2P_ESTABLISHED:
         /* Late reports of a round that already ended are harmless: ignore them. */

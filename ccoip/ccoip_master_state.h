@@ -25,6 +25,23 @@ typedef enum ccoip_mstate_t {
     /* later: in collective, syncing shared state, benchmarking */
 } ccoip_mstate_t;
 
+/* One collective (by tag) as one client takes part in it. */
+typedef enum ccoip_mcoll_phase_t {
+    CCOIP_MCOLL_FREE = 0,
+    CCOIP_MCOLL_WAITING = 1,   /* asked to start; waits for the rest of its group */
+    CCOIP_MCOLL_RUNNING = 2,   /* commenced */
+    CCOIP_MCOLL_COMPLETED = 3  /* reported its outcome; waits for the rest */
+} ccoip_mcoll_phase_t;
+
+#define CCOIP_MAX_COLLECTIVES 16 /* collectives in flight per peer */
+
+typedef struct ccoip_mcoll_t {
+    uint8_t phase; /* ccoip_mcoll_phase_t */
+    bool ok;       /* as reported in COMPLETE */
+    bool aborted;  /* a member left while it ran */
+    ccoip_collective_init_t desc;
+} ccoip_mcoll_t;
+
 typedef struct ccoip_mclient_t {
     uint64_t id; /* connection order: also the ring order */
     ccoip_mphase_t phase;
@@ -38,6 +55,8 @@ typedef struct ccoip_mclient_t {
     bool in_round;
     int round_ok; /* -1 not reported, 0 failed, 1 established */
     uint64_t connected_ms, last_seen_ms;
+    ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
+    bool ring_stale; /* its group lost a member since the last topology round */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
 } ccoip_mclient_t;
@@ -86,6 +105,11 @@ void ccoip_mstate_reject(ccoip_master_state_t *st, ccoip_mclient_t *c, const cha
 
 /* Timeouts: handshakes, heartbeats, rounds. */
 void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
+
+/* Collectives (ccoip_master_coll.c): INIT and COMPLETE packets, and a member leaving. */
+void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
+void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
+void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
 
 /* The four attributes as c would see them now. */
 ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);

@@ -87,6 +87,17 @@ static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, stat
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
 static const field_t collective_abort_fields[] = {U64(ccoip_collective_abort_t, tag)};
 static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round)};
+static const field_t collective_init_fields[] = {
+    U64(ccoip_collective_init_t, tag), U64(ccoip_collective_init_t, count),
+    U8R(ccoip_collective_init_t, dtype, 0, 11), U8R(ccoip_collective_init_t, op, 0, 4),
+    U8R(ccoip_collective_init_t, quant_dtype, 0, 11), U8R(ccoip_collective_init_t, quant_algo, 0, 2)};
+static const field_t collective_complete_fields[] = {U64(ccoip_collective_complete_t, tag),
+                                                     U8R(ccoip_collective_complete_t, ok, 0, 1)};
+static const field_t collective_commence_fields[] = {
+    U64(ccoip_collective_commence_t, tag), U8R(ccoip_collective_commence_t, status, 0, 2),
+    U32(ccoip_collective_commence_t, rank), U32(ccoip_collective_commence_t, world)};
+static const field_t collective_done_fields[] = {U64(ccoip_collective_done_t, tag),
+                                                 U8R(ccoip_collective_done_t, status, 0, 2)};
 
 #define PACKET(t, nm, fl, tr) {t, nm, 0, fl, N(fl), tr}
 #define EMPTY(t, nm) {t, nm, 0, NULL, 0, 0}
@@ -105,6 +116,10 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_M2C_WORLD_UPDATE, "M2C_WORLD_UPDATE", world_update_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_ABORT, "M2C_COLLECTIVE_ABORT", collective_abort_fields, 0),
     PACKET(CCOIP_PKT_P2P_BIND, "P2P_BIND", p2p_bind_fields, 0),
+    PACKET(CCOIP_PKT_C2M_COLLECTIVE_INIT, "C2M_COLLECTIVE_INIT", collective_init_fields, 0),
+    PACKET(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, "C2M_COLLECTIVE_COMPLETE", collective_complete_fields, 0),
+    PACKET(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, "M2C_COLLECTIVE_COMMENCE", collective_commence_fields, 0),
+    PACKET(CCOIP_PKT_M2C_COLLECTIVE_DONE, "M2C_COLLECTIVE_DONE", collective_done_fields, 0),
 };
 
 static const layout_t *find_layout(uint16_t type) {

@@ -32,6 +32,8 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_P2P_ESTABLISHED = 0x0103,
     CCOIP_PKT_C2M_VOTE_PENDING = 0x0104, /* pcclArePeersPending */
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
+    CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
+    CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
 
     CCOIP_PKT_M2C_JOIN_RESPONSE = 0x0201,
     CCOIP_PKT_M2C_P2P_INFO = 0x0202,
@@ -39,6 +41,8 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_M2C_PENDING_RESULT = 0x0204,
     CCOIP_PKT_M2C_WORLD_UPDATE = 0x0205,
     CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210,
+    CCOIP_PKT_M2C_COLLECTIVE_COMMENCE = 0x0211, /* every member asked: go (or why not) */
+    CCOIP_PKT_M2C_COLLECTIVE_DONE = 0x0212,     /* every member finished: the shared outcome */
 
     CCOIP_PKT_P2P_BIND = 0x0301 /* after HELLO on a p2p link: which topology round it serves */
 } ccoip_packet_type_t;
@@ -150,6 +154,34 @@ typedef struct ccoip_collective_abort_t {
     uint64_t tag;
 } ccoip_collective_abort_t;
 
+/* An all-reduce as every member must describe it identically. */
+typedef struct ccoip_collective_init_t {
+    uint64_t tag;
+    uint64_t count;
+    uint8_t dtype;       /* pcclDataType_t */
+    uint8_t op;          /* pcclRedOp_t */
+    uint8_t quant_dtype; /* pcclDataType_t */
+    uint8_t quant_algo;  /* pcclQuantizationAlgorithm_t */
+} ccoip_collective_init_t;
+
+typedef struct ccoip_collective_complete_t {
+    uint64_t tag;
+    uint8_t ok;
+} ccoip_collective_complete_t;
+
+typedef struct ccoip_collective_commence_t {
+    uint64_t tag;
+    uint8_t status; /* ccoip_result_status_t: FAILED when the ring lost a member since the last
+                       topology round, MISMATCH when members described it differently */
+    uint32_t rank;  /* position in the group's ring */
+    uint32_t world; /* members of the ring */
+} ccoip_collective_commence_t;
+
+typedef struct ccoip_collective_done_t {
+    uint64_t tag;
+    uint8_t status; /* ccoip_result_status_t: FAILED when any member failed or left */
+} ccoip_collective_done_t;
+
 typedef struct ccoip_p2p_bind_t {
     uint64_t round;
 } ccoip_p2p_bind_t;
@@ -167,6 +199,10 @@ typedef struct ccoip_packet_t {
         ccoip_pending_result_t pending_result;
         ccoip_world_update_t world_update;
         ccoip_collective_abort_t collective_abort;
+        ccoip_collective_init_t collective_init;
+        ccoip_collective_complete_t collective_complete;
+        ccoip_collective_commence_t collective_commence;
+        ccoip_collective_done_t collective_done;
         ccoip_p2p_bind_t p2p_bind;
     } u;
 } ccoip_packet_t;

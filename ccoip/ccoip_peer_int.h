@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ccoip/ccoip_abort.h"
+#include "ccoip/ccoip_datalink.h"
 #include "ccoip/ccoip_p2p.h"
 #include "ccoip/ccoip_packets.h"
 #include "pccl.h"
@@ -65,7 +66,24 @@ struct pcclComm_t {
 
     ccoip_abort_queue_t aborts;
     ccoip_peer_p2p_t p2p;
+
+    /* The data plane (pccl_allreduce.c): transports over the current ring links, made on first
+     * use after each topology round, and the staging-block cache. */
+    ccoip_datalink_t *data_tx, *data_rx;
+    uint64_t data_epoch;
+    reduce_cache_t *cache;
+    /* The collective running now: the master-link thread raises `coll_abort` and rings
+     * `coll_doorbell` when the master aborts `coll_tag` or the master link is lost; the ring
+     * polls the flag with a plain atomic load. */
+    pthread_mutex_t coll_lock; /* guards coll_active/coll_tag against the link thread */
+    bool coll_active;
+    uint64_t coll_tag;
+    _Atomic uint32_t coll_abort, coll_doorbell;
 };
+
+/* pccl_allreduce.c */
+void ccoip_data_close(pcclComm_t *comm);          /* stop the data links (before the sockets close) */
+void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag); /* from the master-link thread */
 
 /* Bumps comm->events and wakes the API thread. */
 void ccoip_peer_notify(pcclComm_t *comm);

@@ -85,6 +85,7 @@ static void link_lost(pcclComm_t *comm, const char *why) {
     if (!atomic_load(&comm->stopping)) LOG_ERROR(MOD, "lost the connection to the master: %s", why);
     atomic_store(&comm->master_lost, true);
     ccoip_abort_all(&comm->aborts);
+    ccoip_coll_abort(comm, true, 0);
     ccoip_peer_notify(comm);
 }
 
@@ -121,12 +122,15 @@ static void *link_main(void *arg) {
             break;
         case CCOIP_PKT_M2C_COLLECTIVE_ABORT:
             ccoip_abort_push(&comm->aborts, p.u.collective_abort.tag);
+            ccoip_coll_abort(comm, false, p.u.collective_abort.tag);
             ccoip_packet_free(&p);
             break;
         case CCOIP_PKT_M2C_JOIN_RESPONSE:
         case CCOIP_PKT_M2C_P2P_INFO:
         case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
         case CCOIP_PKT_M2C_PENDING_RESULT:
+        case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
+        case CCOIP_PKT_M2C_COLLECTIVE_DONE:
             if (!mail_push(comm, &p)) {
                 ccoip_packet_free(&p);
                 link_lost(comm, "the master sent more replies than were asked for");

@@ -144,7 +144,9 @@ pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
     return pcclSuccess;
 }
 
-static void close_links(ccoip_peer_p2p_t *p2p) {
+static void close_links(pcclComm_t *comm) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    ccoip_data_close(comm); /* the data links' threads use these sockets */
     ccoip_sock_close(p2p->links.tx.fd);
     ccoip_sock_close(p2p->links.rx.fd);
     p2p->links.tx.fd = p2p->links.rx.fd = -1;
@@ -160,7 +162,7 @@ void ccoip_p2p_stop(pcclComm_t *comm) {
     ccoip_wakeup_close(p2p->wake);
     ccoip_sock_close(p2p->listen_fd);
     p2p->listen_fd = -1;
-    close_links(p2p);
+    close_links(comm);
     for (int i = 0; i < p2p->narrivals; i++) ccoip_sock_close(p2p->arrivals[i].fd);
     p2p->narrivals = 0;
 }
@@ -253,7 +255,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
         }
     }
     pthread_mutex_unlock(&p2p->lock);
-    close_links(p2p);
+    close_links(comm);
     p2p->links.epoch = info->round;
     int64_t deadline = ccoip_now_ms() + env_num("PCCL_P2P_TIMEOUT_MS", 10000);
     if (tx != NULL) {

@@ -43,7 +43,13 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->mail_lock, NULL);
     pthread_mutex_init(&c->p2p.lock, NULL);
+    pthread_mutex_init(&c->coll_lock, NULL);
     ccoip_abort_init(&c->aborts);
+    c->cache = reduce_cache_create();
+    if (c->cache == NULL) {
+        free(c);
+        return pcclInternalError;
+    }
     *comm_out = c;
     return pcclSuccess;
 }
@@ -102,6 +108,8 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     pthread_mutex_destroy(&comm->send_lock);
     pthread_mutex_destroy(&comm->mail_lock);
     pthread_mutex_destroy(&comm->p2p.lock);
+    pthread_mutex_destroy(&comm->coll_lock);
+    reduce_cache_destroy(comm->cache);
     free(comm);
     return pcclSuccess;
 }
