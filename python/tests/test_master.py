@@ -124,3 +124,27 @@ def test_close_while_awaiting_in_another_thread_is_refused():
         t.join(10)
     m.close()
     assert m.closed
+
+
+@pytest.mark.timeout(60)
+def test_python_m_pccl_master():
+    """python3 -m pccl.master serves peers and stops cleanly on SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import kill_group, peer_env
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "pccl.master", "--listen-address", f"127.0.0.1:{port}"],
+                         env=peer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        with pccl.Communicator(f"127.0.0.1:{port}") as c:
+            c.connect(n_attempts=10)
+            assert c.get_attribute(pccl.Attribute.GLOBAL_WORLD_SIZE) == 1
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 0, out
+        assert "shutting down" in out
+    finally:
+        kill_group(p)

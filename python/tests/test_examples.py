@@ -1,0 +1,43 @@
+"""The examples under examples/python run to their own success check (each skips while the
+library lacks a function it needs)."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, needs, peer_env
+
+EXAMPLES = REPO / "examples" / "python"
+
+
+def run_example(name, *args, timeout=240):
+    p = subprocess.run([sys.executable, str(EXAMPLES / name), *args], env=peer_env(PCCL_LOG_LEVEL="error"),
+                       capture_output=True, text=True, timeout=timeout, start_new_session=True)
+    assert p.returncode == 0, f"{name} exited {p.returncode}\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    return p.stdout
+
+
+@pytest.mark.timeout(150)
+def test_hello_all_reduce():
+    needs("pcclAllReduce")
+    out = run_example("hello_all_reduce.py", "--peers", "3", timeout=120)
+    assert out.count("numpy SUM -> 6 (expected 6)") == 3 and "all peers agree" in out
+
+
+@pytest.mark.timeout(300)
+def test_mlp_digits_with_churn():
+    needs("pcclAllReduce", "pcclSynchronizeSharedState")
+    out = run_example("mlp_digits.py", "--steps", "200", "--kill-at", "40", "--join-at", "70", "--leave-at", "140",
+                      "--timeout", "240", timeout=270)
+    assert "launcher: OK" in out
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_diloco(mode):
+    needs("pcclAllReduce", "pcclSynchronizeSharedState")
+    if mode == "async":
+        needs("pcclAllReduceAsync", "pcclAwaitAsyncReduce")
+    extra = ["--async"] if mode == "async" else []
+    out = run_example("diloco.py", "--kill-at", "10", "--timeout", "240", *extra, timeout=270)
+    assert "launcher: OK" in out
