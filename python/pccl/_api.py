@@ -8,7 +8,6 @@ import operator
 import socket
 import threading
 import time
-import weakref
 
 from pccl import _native
 from pccl._buffers import as_buffer, as_buffer_pair
@@ -375,7 +374,8 @@ class SharedState:
 class AsyncReduceHandle:
     """An all-reduce started by all_reduce_async. wait() blocks until it ends and returns
     (is_success, status, ReduceInfo); it may be called again and returns the same tuple. The send
-    and recv buffers stay referenced until the operation ends."""
+    and recv buffers stay referenced until the operation ends (a handle dropped without wait()
+    leaves them with its communicator until close())."""
 
     def __init__(self, comm, handle, keepalive):
         self._comm = comm
@@ -402,14 +402,14 @@ class AsyncReduceHandle:
                                                                               ctypes.byref(c)))
                 self._info = (status == Result.SUCCESS, status, ReduceInfo._from_c(c))
                 self._keepalive = None
-                self._comm._pending.discard(self)
             return self._info
 
     def __del__(self):
-        # The library may still write into recv: never let the buffers go before the op ended.
+        # Dropped without wait(): the library may still read send and write recv. Never block in a
+        # finalizer; hand the buffers to the communicator, which keeps them until it is closed.
         try:
-            if self._info is None and self._keepalive is not None:
-                self.wait()
+            if self._info is None and self._keepalive is not None and not self._comm.closed:
+                self._comm._orphans.append(self._keepalive)
         except Exception:
             pass
 
@@ -444,7 +444,7 @@ class Communicator:
         self._ptr = None
         self._busy = 0
         self._state_lock = threading.Lock()
-        self._pending = weakref.WeakSet()
+        self._orphans = []  # buffers of async all-reduces whose handle was dropped unwaited
         self._params = _native.CommCreateParams()
         self._params.master_address = _parse_address(address, where, allow_port_zero=False)
         self._params.peer_group = _uint(peer_group, "peer_group", where, _U32_MAX)
@@ -474,7 +474,10 @@ class Communicator:
                 raise PCCLError(Result.INVALID_USAGE, "Communicator.close",
                                 "a call on this communicator is still running in another thread")
             ptr, self._ptr = self._ptr, None
-        _check("pcclDestroyCommunicator", ptr)
+        try:
+            _check("pcclDestroyCommunicator", ptr)
+        finally:
+            self._orphans.clear()  # destroying ended every operation
 
     @property
     def closed(self):
@@ -599,7 +602,6 @@ class Communicator:
             handle = _native.AsyncReduceOpC()
             _check("pcclAllReduceAsync", s.ptr, r.ptr, ctypes.byref(desc), ptr, ctypes.byref(handle))
         h = AsyncReduceHandle(self, handle, (send, recv))
-        self._pending.add(h)
         return h
 
     def all_reduce_multiple_with_retry(self, descriptors, *, max_in_flight=4):

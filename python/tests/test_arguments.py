@@ -309,3 +309,36 @@ def test_numpy_integer_scalars_accepted():
     assert (d.count, d.tag) == (4, 2) and type(d.count) is int
     with pytest.raises(pccl.PCCLArgumentError):
         pccl.ReduceDescriptor(True, ReduceOp.SUM, 0, pccl.ReduceOperandDescriptor(DataType.FLOAT))
+
+
+def test_result_value_classes():
+    a, b = pccl.ReduceInfo(3, 10, 20), pccl.ReduceInfo(3, 10, 20)
+    assert a == b and a != pccl.ReduceInfo(2, 10, 20) and a.world_size == 3
+    assert repr(a) == "ReduceInfo(local_world_size=3, tx_bytes=10, rx_bytes=20)"
+    s = pccl.SharedStateSyncInfo(1, 2)
+    assert s == pccl.SharedStateSyncInfo(1, 2) and s != pccl.SharedStateSyncInfo(2, 1)
+    assert repr(s) == "SharedStateSyncInfo(tx_bytes=1, rx_bytes=2)"
+
+
+def test_async_handle_bookkeeping():
+    """The Python side of AsyncReduceHandle, without the C function: a dropped handle leaves its
+    buffers with the communicator until close(); wait() after close() reports a failure."""
+    import gc
+    import weakref
+    from pccl import _native
+    c = pccl.Communicator("127.0.0.1:48148")
+    buf = np.ones(4, np.float32)
+    ref = weakref.ref(buf)
+    h = pccl.AsyncReduceHandle(c, _native.AsyncReduceOpC(0, 7), (buf, buf))
+    assert h.tag == 7
+    del buf, h
+    gc.collect()
+    assert ref() is not None and len(c._orphans) == 1  # the library might still use the memory
+    h2 = pccl.AsyncReduceHandle(c, _native.AsyncReduceOpC(0, 8), (np.zeros(2), np.zeros(2)))
+    c.close()
+    assert c._orphans == []
+    gc.collect()
+    assert ref() is None
+    ok, status, info = h2.wait()
+    assert not ok and status is pccl.Result.INVALID_USAGE and info == pccl.ReduceInfo(0, 0, 0)
+    assert h2.wait() == (ok, status, info)
