@@ -267,3 +267,18 @@ def test_multiple_with_retry(three):
         assert info.local_world_size == 3
         for t, o in enumerate(outs):
             assert o.dtype == dts[t] and o.size == 300 + t and (o == 6).all()
+
+
+def test_update_topology_with_async_op_in_flight_is_pending_async_ops(peers_factory):
+    needs("pcclAllReduceAsync", "pcclAwaitAsyncReduce")
+    a, b = peers_factory(2).comms
+    x = np.ones(1 << 16, np.float32)
+    y = np.empty_like(x)
+    h = a.all_reduce_async(x, y, op=ReduceOp.SUM, tag=3)  # b has not joined it: it stays in flight
+    with pytest.raises(pccl.PCCLError) as ei:
+        a.update_topology()
+    assert ei.value.result is Result.PENDING_ASYNC_OPS
+    xb, yb = np.ones_like(x), np.empty_like(x)
+    hb = b.all_reduce_async(xb, yb, op=ReduceOp.SUM, tag=3)
+    results = run_threads([h.wait, hb.wait])
+    assert all(ok for ok, _, _ in results) and (y == 2).all() and (yb == 2).all()

@@ -170,3 +170,17 @@ def test_missing_symbol_lookup_raises():
         lib.fn("pcclNoSuchFunction")
     assert ei.value.name == "pcclNoSuchFunction" and ei.value.path == pccl.library_path()
     assert not lib.has("pcclNoSuchFunction")
+
+
+def test_library_refuses_calls_before_pcclInit():
+    """NOT_INITIALIZED cannot happen through the package (import pccl calls pcclInit); a bare
+    process that loads the library shows the code it would map."""
+    import subprocess
+    import sys
+    code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); p = ctypes.c_void_p(); "
+            "print(lib.pcclCreateCommunicator(None, ctypes.byref(p)))")
+    r = subprocess.run([sys.executable, "-c", code, pccl.library_path()], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    code_value = int(r.stdout)
+    assert code_value == pccl.Result.NOT_INITIALIZED
+    assert pccl.PCCLError(code_value, "pcclCreateCommunicator").result is pccl.Result.NOT_INITIALIZED
