@@ -5,6 +5,7 @@ SGD-Nesterov step. Communication happens once per H steps instead of every step.
     /usr/bin/python3 examples/python/diloco.py              # master + 3 peers on 127.0.0.1
     /usr/bin/python3 examples/python/diloco.py --async      # async DiLoCo
     /usr/bin/python3 examples/python/diloco.py --kill-at 8  # SIGKILL peer 2 at outer step 8
+    /usr/bin/python3 examples/python/diloco.py --no-shared-state   # a libpccl without shared state yet
     # one peer against a running master:
     /usr/bin/python3 examples/python/diloco.py --master 10.0.0.1:48148 --rank 0 [--async]
 
@@ -123,6 +124,8 @@ class Peer:
             self.synced_before = False
             time.sleep(0.05)
             return False
+        if self.args.no_shared_state:  # everyone started together from the same seed
+            return True
         try:
             info = self.comm.sync_shared_state(self.state)
         except PCCLError as e:
@@ -256,6 +259,8 @@ def launch(args):
                 cmd = [sys.executable, os.path.abspath(__file__), "--master", address, "--rank", str(r),
                        "--outer-steps", str(args.outer_steps), "--inner-steps", str(args.inner_steps),
                        "--step-delay", str(args.step_delay), "--wait-for", str(args.peers), *extra]
+                if args.no_shared_state:
+                    cmd.append("--no-shared-state")
                 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
                 procs[r] = p
 
@@ -313,16 +318,20 @@ def main():
     ap.add_argument("--step-delay", type=float, default=0.0, help="seconds of sleep per inner step")
     ap.add_argument("--wait-for", type=int, default=0, help="peer: wait until this many peers are in before round 0")
     ap.add_argument("--kill-at", type=int, default=0, help="launcher: SIGKILL the last peer at this outer step")
+    ap.add_argument("--no-shared-state", action="store_true",
+                    help="skip sync_shared_state (for a libpccl without it): the peers must all start together "
+                         "(the launcher makes them wait for each other) and nobody may join later")
     ap.add_argument("--min-accuracy", type=float, default=0.85, help="launcher: required test accuracy")
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
-    needed = ["pcclAllReduce", "pcclSynchronizeSharedState"]
+    needed = ["pcclAllReduce"] + ([] if args.no_shared_state else ["pcclSynchronizeSharedState"])
     if args.use_async:
         needed += ["pcclAllReduceAsync", "pcclAwaitAsyncReduce"]
     missing = [s for s in needed if not pccl.is_exported(s)]
     if missing:
         raise SystemExit(f"this libpccl ({pccl.library_path()}) does not export {', '.join(missing)} yet; "
-                         "this example needs it")
+                         "this example needs it" + (" (or run it with --no-shared-state)"
+                                                    if missing == ["pcclSynchronizeSharedState"] else ""))
     if args.master is None:
         sys.exit(launch(args))
     peer = Peer(args)

@@ -2,6 +2,8 @@
 peers that join and leave mid-run.
 
     /usr/bin/python3 examples/python/mlp_digits.py          # the whole show on 127.0.0.1
+    # with a libpccl that has no pcclSynchronizeSharedState yet (no joiners then):
+    /usr/bin/python3 examples/python/mlp_digits.py --no-shared-state
     # or one peer against a running master:
     /usr/bin/python3 examples/python/mlp_digits.py --master 10.0.0.1:48148 --rank 0
 
@@ -128,13 +130,16 @@ def peer(args):
             synced_before = False
             time.sleep(0.05)
             continue
-        try:
-            info = comm.sync_shared_state(shared_state)
-        except PCCLError as e:
-            if e.result not in RECOVERABLE:
-                raise
-            say(rank, f"shared-state sync failed ({e.result.name}); next round")
-            continue
+        if args.no_shared_state:  # everyone started together from the same seed
+            info = pccl.SharedStateSyncInfo(0, 0)
+        else:
+            try:
+                info = comm.sync_shared_state(shared_state)
+            except PCCLError as e:
+                if e.result not in RECOVERABLE:
+                    raise
+                say(rank, f"shared-state sync failed ({e.result.name}); next round")
+                continue
         step = shared_state.revision
         if synced_before and info.rx_bytes != 0:
             raise SystemExit(f"[peer {rank}] step {step}: had to fetch {info.rx_bytes} B of shared state: "
@@ -197,6 +202,8 @@ def launch(args):
     def start(rank, *extra):
         cmd = [sys.executable, os.path.abspath(__file__), "--master", address, "--rank", str(rank),
                "--steps", str(args.steps), "--step-delay", str(args.step_delay), *extra]
+        if args.no_shared_state:
+            cmd.append("--no-shared-state")
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
         procs[rank] = p
 
@@ -211,10 +218,14 @@ def launch(args):
         master.run()
         print(f"master listening on {address}", flush=True)
         try:
-            start(0, "--wait-for", "3")
-            start(1, "--wait-for", "3")
-            start(2, "--wait-for", "3", "--leave-at", str(args.leave_at))
-            killed = joined = False
+            # Without shared state nobody can join mid-run: peer 3 starts with the others instead.
+            first = "4" if args.no_shared_state else "3"
+            start(0, "--wait-for", first)
+            start(1, "--wait-for", first)
+            start(2, "--wait-for", first, "--leave-at", str(args.leave_at))
+            if args.no_shared_state:
+                start(3, "--wait-for", first)
+            killed, joined = False, args.no_shared_state
             deadline = time.monotonic() + args.timeout
             while any(p.poll() is None for p in procs.values()) or not lines.empty():
                 if time.monotonic() > deadline:
@@ -247,7 +258,8 @@ def launch(args):
     ok = (codes.get(0) == 0 and codes.get(2) == 0 and codes.get(3) == 0 and codes.get(1) == -signal.SIGKILL
           and set(finals) == {0, 3} and len({h for _, h in finals.values()}) == 1
           and all(acc >= args.min_accuracy for acc, _ in finals.values()))
-    print("launcher: OK - peers 0 and 3 hold bit-identical models" if ok else "launcher: FAILED", flush=True)
+    print("launcher: OK - peers 0 and 3 finished with bit-identical models" if ok else "launcher: FAILED",
+          flush=True)
     return 0 if ok else 1
 
 
@@ -263,13 +275,18 @@ def main():
     ap.add_argument("--wait-for", type=int, default=0, help="wait until this many peers are in before step 0")
     ap.add_argument("--kill-at", type=int, default=60, help="launcher: SIGKILL peer 1 at this step")
     ap.add_argument("--join-at", type=int, default=100, help="launcher: start peer 3 at this step")
+    ap.add_argument("--no-shared-state", action="store_true",
+                    help="skip sync_shared_state (for a libpccl without it): the run starts with all peers "
+                         "from the same seed and nobody joins later (the launcher starts peer 3 with the others)")
     ap.add_argument("--min-accuracy", type=float, default=0.85, help="launcher: required test accuracy")
     ap.add_argument("--timeout", type=float, default=300, help="launcher: give up after this many seconds")
     args = ap.parse_args()
-    missing = [s for s in ("pcclAllReduce", "pcclSynchronizeSharedState") if not pccl.is_exported(s)]
+    needed = ["pcclAllReduce"] + ([] if args.no_shared_state else ["pcclSynchronizeSharedState"])
+    missing = [s for s in needed if not pccl.is_exported(s)]
     if missing:
         raise SystemExit(f"this libpccl ({pccl.library_path()}) does not export {', '.join(missing)} yet; "
-                         "this example needs it")
+                         "this example needs it" + (" (or run it with --no-shared-state)"
+                                                    if missing == ["pcclSynchronizeSharedState"] else ""))
     if args.master is None:
         if args.leave_at == 0:
             args.leave_at = 220 * args.steps // 300

@@ -25,6 +25,23 @@ def test_hello_all_reduce():
 
 
 @pytest.mark.timeout(300)
+def test_mlp_digits_kill_and_leave_without_shared_state():
+    """What runs before pcclSynchronizeSharedState exists: four peers from one seed, one killed,
+    one leaving; the two that finish hold bit-identical models."""
+    needs("pcclAllReduce")
+    out = run_example("mlp_digits.py", "--no-shared-state", "--steps", "200", "--kill-at", "40", "--leave-at", "140",
+                      "--step-delay", "0.01", "--min-accuracy", "0.8", "--timeout", "240", timeout=270)
+    assert "launcher: OK" in out and "killing peer 1" in out and "leaving at step 140" in out
+
+
+@pytest.mark.timeout(300)
+def test_diloco_kill_without_shared_state():
+    needs("pcclAllReduce")
+    out = run_example("diloco.py", "--no-shared-state", "--kill-at", "10", "--timeout", "240", timeout=270)
+    assert "launcher: OK" in out and "killing peer 2" in out
+
+
+@pytest.mark.timeout(300)
 def test_mlp_digits_with_churn():
     needs("pcclAllReduce", "pcclSynchronizeSharedState")
     out = run_example("mlp_digits.py", "--steps", "200", "--kill-at", "40", "--join-at", "70", "--leave-at", "140",
