@@ -21,7 +21,9 @@ a failed collective to all its members), and the next update_topology() rebuilds
 Without --master the script is the launcher: it starts a MasterNode and peers 0, 1, 2; kills peer
 1 with SIGKILL at step --kill-at; starts peer 3 at step --join-at; peer 2 leaves on its own at step
 --leave-at; at the end the peers that finished print the hash of their model and optimizer state,
-and the launcher checks that the hashes are equal and the test accuracy is good.
+and the launcher checks that the hashes are equal and the test accuracy is good. With
+--no-shared-state (a libpccl without pcclSynchronizeSharedState) nobody can join mid-run: peer 3
+starts with the others, and the bit-identity shows in the final hashes only.
 """
 import argparse
 import hashlib
