@@ -36,15 +36,14 @@ class Ticker:
 def test_connect_to_unreachable_master_releases_gil(monkeypatch):
     monkeypatch.setenv("PCCL_CONNECT_TIMEOUT_MS", "1000")
     with pccl.Communicator(f"127.0.0.1:{free_port()}") as c, Ticker() as t:
-        t0 = time.monotonic()
+        t0, n0 = time.monotonic(), t.count
         with pytest.raises(pccl.PCCLError) as ei:
             c.connect(n_attempts=1)
-        took = time.monotonic() - t0
-        n = t.count
+        took, n = time.monotonic() - t0, t.count - n0
     assert ei.value.result is pccl.Result.MASTER_CONNECTION_FAILED
     assert took >= 0.9
-    # ~1 ms per tick: with the GIL held by the blocked call there would be none at all.
-    assert n >= 100, f"only {n} ticks in {took:.2f} s"
+    # ~1 ms per tick: were the GIL held by the blocked call, the ticker could not tick at all.
+    assert n >= 20, f"only {n} ticks in {took:.2f} s"
 
 
 def test_connect_waiting_for_admission_releases_gil(master):
@@ -80,12 +79,11 @@ def test_update_topology_releases_gil(master):
         with Ticker() as t:
             other = threading.Thread(target=late_b)
             other.start()
-            t0 = time.monotonic()
+            t0, n0 = time.monotonic(), t.count
             a.update_topology()
-            took = time.monotonic() - t0
-            n = t.count
+            took, n = time.monotonic() - t0, t.count - n0
             other.join(30)
-        assert done.is_set() and took >= 0.4 and n >= 50, (took, n)
+        assert done.is_set() and took >= 0.4 and n >= 20, (took, n)
 
 
 def test_all_reduce_releases_gil(master):
@@ -104,10 +102,9 @@ def test_all_reduce_releases_gil(master):
         with Ticker() as t:
             other = threading.Thread(target=late_b)
             other.start()
-            t0 = time.monotonic()
+            t0, n0 = time.monotonic(), t.count
             a.all_reduce(x, out_a, op=pccl.ReduceOp.SUM)
-            took = time.monotonic() - t0
-            n = t.count
+            took, n = time.monotonic() - t0, t.count - n0
             other.join(30)
-        assert took >= 0.4 and n >= 50, (took, n)
+        assert took >= 0.4 and n >= 20, (took, n)
         assert (out_a == 3).all() and (out_b == 3).all()

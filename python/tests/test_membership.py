@@ -31,7 +31,11 @@ def test_newcomer_waits_for_the_vote(master):
         try:
             time.sleep(0.5)
             assert t.is_alive(), "the newcomer was admitted without a vote"
-            assert a.are_peers_pending() is True
+            deadline = time.monotonic() + 20
+            while not a.are_peers_pending():  # it registers with the master soon after starting
+                assert time.monotonic() < deadline, "the newcomer never showed up as pending"
+                time.sleep(0.05)
+            assert t.is_alive()
             assert a.get_attribute(Attribute.GLOBAL_WORLD_SIZE) == 1
             a.update_topology()
         finally:
