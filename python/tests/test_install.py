@@ -1,4 +1,5 @@
 """`pip install --no-build-isolation` works offline and bundles libpccl.so into the package."""
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,6 +19,9 @@ def have_pip():
 def test_offline_install_bundles_the_library(tmp_path):
     if not have_pip():
         pytest.skip("pip is not installed for this python3 (Debian: apt-get install python3-pip)")
+    for module, package in (("setuptools", "python3-setuptools"), ("wheel", "python3-wheel")):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed for this python3 (Debian: apt-get install {package})")
     src = tmp_path / "src"
     src.mkdir()
     for f in ("pyproject.toml", "setup.py", "README.md"):
