@@ -4,7 +4,8 @@
 set -eu
 PACKAGES="bazel-bootstrap libuv1-dev libxxhash-dev gcc g++ clang libclang-rt-14-dev pkg-config
   mingw-w64 wine python3-matplotlib iproute2 iptables
-  python3-numpy python3-torch python3-cffi python3-pytest python3-sklearn"
+  python3-numpy python3-torch python3-cffi python3-pytest python3-sklearn
+  python3-pip python3-setuptools python3-wheel"
 [ $# -gt 0 ] && PACKAGES="$*"
 missing=""
 for p in $PACKAGES; do
