@@ -57,7 +57,10 @@ static void set_active(pcclComm_t *comm, bool active, uint64_t tag) {
 static bool await_reply(pcclComm_t *comm, uint16_t type, uint64_t tag, ccoip_packet_t *out) {
     for (;;) {
         if (ccoip_link_wait_mail(comm, out, -1) != CCOIP_OK) return false;
-        if (out->type == type && out->u.collective_done.tag == tag) return true; /* tag comes first in both */
+        uint64_t got = out->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE ? out->u.collective_commence.tag
+                       : out->type == CCOIP_PKT_M2C_COLLECTIVE_DONE   ? out->u.collective_done.tag
+                                                                       : ~tag;
+        if (out->type == type && got == tag) return true;
         LOG_WARN(MOD, "ignoring %s from the master during collective %llu", ccoip_packet_name(out->type),
                  (unsigned long long) tag);
         ccoip_packet_free(out);
@@ -112,10 +115,11 @@ PCCL_EXPORT pcclResult_t pcclAllReduce(const void *sendbuf, void *recvbuf, const
     }
     pthread_mutex_lock(&comm->coll_lock);
     bool busy = comm->coll_active;
+    uint64_t busy_tag = comm->coll_tag;
     pthread_mutex_unlock(&comm->coll_lock);
     if (busy) {
         LOG_ERROR(MOD, "pcclAllReduce: another collective (tag %llu) is running on this communicator",
-                  (unsigned long long) comm->coll_tag);
+                  (unsigned long long) busy_tag);
         return pcclInvalidUsage;
     }
     uint64_t tag = descriptor->tag;
