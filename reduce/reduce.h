@@ -60,6 +60,15 @@ typedef struct reduce_cache_stats {
 } reduce_cache_stats_t;
 
 reduce_cache_t *reduce_cache_create(void);
+/* Where a cache gets its memory from: e.g. page-locked host memory for CUDA staging. alloc
+ * returns memory aligned to at least 64 bytes, or NULL. */
+typedef struct reduce_cache_source {
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *mem);
+    void *ctx;
+} reduce_cache_source_t;
+/* A cache over `source` instead of the C heap (NULL: the C heap, as reduce_cache_create). */
+reduce_cache_t *reduce_cache_create_from(const reduce_cache_source_t *source);
 /* Frees every block, also those still in use (logged: that is a caller bug). */
 void reduce_cache_destroy(reduce_cache_t *cache);
 /* A block of at least size bytes (its class's capacity); NULL when size is over 2^40 or the

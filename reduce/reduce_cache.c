@@ -34,6 +34,7 @@ struct reduce_cache {
     block_header_t *free_lists[NUM_CLASSES];
     block_header_t *all;
     reduce_cache_stats_t stats;
+    reduce_cache_source_t source;
 };
 
 static size_t class_capacity(uint32_t cls) {
@@ -51,14 +52,30 @@ static block_header_t *header_of(const void *block) {
     return (block_header_t *) ((char *) block - HEADER_SIZE);
 }
 
-reduce_cache_t *reduce_cache_create(void) {
+static void *heap_alloc(void *ctx, size_t size) {
+    (void) ctx;
+    void *mem = NULL;
+    return posix_memalign(&mem, HEADER_SIZE, size) == 0 ? mem : NULL;
+}
+
+static void heap_free(void *ctx, void *mem) {
+    (void) ctx;
+    free(mem);
+}
+
+reduce_cache_t *reduce_cache_create_from(const reduce_cache_source_t *source) {
     reduce_cache_t *c = calloc(1, sizeof *c);
     if (c == NULL) return NULL;
     if (pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
         return NULL;
     }
+    c->source = source != NULL ? *source : (reduce_cache_source_t){heap_alloc, heap_free, NULL};
     return c;
+}
+
+reduce_cache_t *reduce_cache_create(void) {
+    return reduce_cache_create_from(NULL);
 }
 
 void reduce_cache_destroy(reduce_cache_t *c) {
@@ -70,7 +87,7 @@ void reduce_cache_destroy(reduce_cache_t *c) {
     while (h != NULL) {
         block_header_t *next = h->next_all;
         h->magic = 0;
-        free(h);
+        c->source.free(c->source.ctx, h);
         h = next;
     }
     pthread_mutex_destroy(&c->mu);
@@ -94,9 +111,8 @@ void *reduce_cache_alloc(reduce_cache_t *c, size_t size) {
     pthread_mutex_unlock(&c->mu);
 
     /* Outside the lock: the system allocator may take its time. */
-    void *mem = NULL;
-    if (posix_memalign(&mem, HEADER_SIZE, HEADER_SIZE + class_capacity((uint32_t) cls)) != 0)
-        return NULL;
+    void *mem = c->source.alloc(c->source.ctx, HEADER_SIZE + class_capacity((uint32_t) cls));
+    if (mem == NULL) return NULL;
     h = mem;
     h->cls = (uint32_t) cls;
     h->magic = BLOCK_MAGIC;
@@ -158,7 +174,7 @@ void reduce_cache_trim(reduce_cache_t *c) {
     while (doomed != NULL) {
         block_header_t *next = doomed->next_free;
         doomed->magic = 0;
-        free(doomed);
+        c->source.free(c->source.ctx, doomed);
         doomed = next;
     }
 }
