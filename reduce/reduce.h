@@ -16,7 +16,8 @@ enum {
     REDUCE_EINVAL = -1,   /* bad dtype, op, rank, buffer or parameter */
     REDUCE_ENOMEM = -2,   /* the allocator could not get memory */
     REDUCE_ELINK = -3,    /* a link refused a post or failed a request (peer gone, protocol error) */
-    REDUCE_EABORTED = -4  /* the abort flag was raised */
+    REDUCE_EABORTED = -4, /* the abort flag was raised */
+    REDUCE_ESTAGE = -5    /* a staging hook failed (e.g. a CUDA copy) */
 };
 
 const char *reduce_strerror(int rc);
@@ -165,6 +166,20 @@ typedef struct reduce_link {
 #define REDUCE_RING_MAX_WINDOW 64u
 #define REDUCE_RING_DEFAULT_POLL_US 1000u
 
+/* Staging hooks, for buffers that live elsewhere (CUDA device memory staged through one host
+ * block that serves as sendbuf and recvbuf both). The ring calls
+ *   input(ctx, off, len)   before it first reads sendbuf[off, off + len); it writes recvbuf
+ *                          over a range only after input() covered it;
+ *   output(ctx, off, len)  once recvbuf[off, off + len) holds its final bytes.
+ * Each covers every byte exactly once, a sub-chunk at a time, in the order the ring needs them:
+ * for rank r of n, chunk (r-1) mod n first, then (r-2), ... down to r (README.md, "Staging").
+ * A non-zero return fails the ring with REDUCE_ESTAGE. */
+typedef struct reduce_ring_stage {
+    int (*input)(void *ctx, size_t off, size_t len);
+    int (*output)(void *ctx, size_t off, size_t len);
+    void *ctx;
+} reduce_ring_stage_t;
+
 typedef struct reduce_ring_params {
     uint32_t rank;                     /* position in the ring, < world_size */
     uint32_t world_size;               /* peers in the ring, >= 1 */
@@ -182,6 +197,7 @@ typedef struct reduce_ring_params {
      * pcclQuantZeroPointScale to pcclUint8 or pcclUint16, for float32, float64, float16 and
      * bfloat16 sources; any other combination is REDUCE_EINVAL. */
     pcclQuantizationOptions_t quantization;
+    const reduce_ring_stage_t *stage;  /* NULL: sendbuf and recvbuf are plain host memory */
 } reduce_ring_params_t;
 
 typedef struct reduce_ring_stats {
@@ -193,7 +209,8 @@ typedef struct reduce_ring_stats {
  * all-gather, world_size - 1 steps each. sendbuf is only read; it may equal recvbuf (no other
  * overlap). On success every peer's recvbuf holds the same bytes. On failure recvbuf is
  * undefined, every request was cancelled, and stats (if not NULL) count what moved.
- * Returns REDUCE_OK, REDUCE_EINVAL, REDUCE_ENOMEM, REDUCE_ELINK or REDUCE_EABORTED. */
+ * Returns REDUCE_OK, REDUCE_EINVAL, REDUCE_ENOMEM, REDUCE_ELINK, REDUCE_EABORTED or
+ * REDUCE_ESTAGE. */
 int reduce_ring_allreduce(const reduce_ring_params_t *params, const void *sendbuf,
                           void *recvbuf, size_t count, pcclDataType_t dtype, pcclRedOp_t op,
                           reduce_ring_stats_t *stats);

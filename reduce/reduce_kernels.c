@@ -183,6 +183,7 @@ const char *reduce_strerror(int rc) {
     case REDUCE_ENOMEM: return "out of memory";
     case REDUCE_ELINK: return "link failed";
     case REDUCE_EABORTED: return "aborted";
+    case REDUCE_ESTAGE: return "staging copy failed";
     }
     return "unknown error";
 }

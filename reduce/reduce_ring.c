@@ -155,8 +155,11 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     if (rc != REDUCE_OK) return rc;
     size_t esz = reduce_dtype_size(dtype);
     if (count == 0) return REDUCE_OK;
+    const reduce_ring_stage_t *stage = p->stage;
     if (p->world_size == 1) {
+        if (stage != NULL && stage->input(stage->ctx, 0, count * esz) != 0) return REDUCE_ESTAGE;
         if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
+        if (stage != NULL && stage->output(stage->ctx, 0, count * esz) != 0) return REDUCE_ESTAGE;
         return REDUCE_OK;
     }
 
@@ -278,6 +281,10 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
 
         while (s_posted < total_sends && s_posted - s_retired < window) {
             if (s_posted >= n0 && s_posted - n0 >= r_done) break;
+            if (stage != NULL && spost.t == 0 && stage->input(stage->ctx, spost.off, spost.len) != 0) {
+                rc = REDUCE_ESTAGE;
+                goto out;
+            }
             const void *src;
             size_t len;
             if (!q.on) {
@@ -294,7 +301,13 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                     reduce_quant_encode(dtype, qo, f, spost.t == 0 ? in + spost.off : out + spost.off,
                                         elems);
                     /* The owner keeps exactly what every other peer will decode. */
-                    if (spost.t == n - 1) reduce_quant_decode(dtype, qo, out + spost.off, f, elems);
+                    if (spost.t == n - 1) {
+                        reduce_quant_decode(dtype, qo, out + spost.off, f, elems);
+                        if (stage != NULL && stage->output(stage->ctx, spost.off, spost.len) != 0) {
+                            rc = REDUCE_ESTAGE;
+                            goto out;
+                        }
+                    }
                     src = f;
                 }
             }
@@ -319,6 +332,11 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             }
             if (st == REDUCE_REQ_DONE) {
                 size_t elems = rproc.len / esz;
+                if (stage != NULL && rproc.t < n - 1 &&
+                    stage->input(stage->ctx, rproc.off, rproc.len) != 0) {
+                    rc = REDUCE_ESTAGE;
+                    goto out;
+                }
                 if (!q.on) {
                     if (rproc.t < n - 1)
                         reduce_combine(dtype, op, out + rproc.off, staging[r_done % window],
@@ -342,6 +360,13 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                     rx += reduce_quant_frame_bytes(dtype, qo, elems);
                 }
                 if (rproc.t == n - 2) reduce_finish(dtype, op, out + rproc.off, elems, n);
+                /* Final bytes: the owner's chunk after its finish (quantized: once it is
+                 * decoded back at its send, above), every other chunk as the gather delivers it. */
+                if (stage != NULL && (rproc.t >= n - 1 || (rproc.t == n - 2 && !q.on)) &&
+                    stage->output(stage->ctx, rproc.off, rproc.len) != 0) {
+                    rc = REDUCE_ESTAGE;
+                    goto out;
+                }
                 r_done++;
                 cursor_next(&g, &rproc);
                 progressed = 1;
