@@ -1,0 +1,64 @@
+/* pccl_device.h: CUDA device buffers in an all-reduce, staged through one pinned host block.
+ *
+ * The ring (reduce/) only ever sees host memory. For device buffers the op takes one pinned
+ * block from the communicator's pinned cache, and the ring's staging hooks move the data:
+ * device->host copies run ahead of the ring in the order it needs chunks, host->device copies
+ * follow as result ranges become final, each on its own stream, so both overlap the network.
+ * The reduction runs on the host, with the same kernels as host buffers: the wire traffic is
+ * that of a host all-reduce, and peers with device and host buffers end bit-identical. */
+#ifndef PCCL_DEVICE_H
+#define PCCL_DEVICE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cuda/cuda_table.h"
+#include "pccl.h"
+#include "reduce/reduce.h"
+
+typedef enum pccl_buffer_kind {
+    PCCL_BUFFERS_HOST = 0,
+    PCCL_BUFFERS_DEVICE = 1,
+    PCCL_BUFFERS_MIXED = 2 /* one host, one device: refused (pcclInvalidArgument) */
+} pccl_buffer_kind_t;
+
+/* Where sendbuf and recvbuf live. Always PCCL_BUFFERS_HOST when CUDA is not built in. */
+pccl_buffer_kind_t pccl_buffers_kind(const void *sendbuf, const void *recvbuf);
+
+/* A cache of pinned host blocks (created on first use; NULL when CUDA is not built in or the
+ * cache cannot be made). `*slot` is the communicator's field; `lock` guards its creation. */
+reduce_cache_t *pccl_pinned_cache(reduce_cache_t **slot, pthread_mutex_t *lock);
+
+/* One staged all-reduce; lives on the caller's stack. */
+typedef struct pccl_device_op {
+    const cuda_table_t *cu;
+    reduce_cache_t *pinned;
+    const char *dev_in;
+    char *dev_out;
+    char *host; /* sendbuf and recvbuf of the ring */
+    size_t count, esz;
+    uint32_t rank, world;
+    void *stream_in, *stream_out;
+    /* Device->host: `queued` and `ready` are positions in the ring's chunk order
+     * (k-th chunk = (rank - 1 - k) mod world; offset inside it). */
+    uint32_t queued_k, ready_k;
+    size_t queued_off, ready_off;
+    size_t queued_bytes, ready_bytes;
+    /* Host->device: the pending contiguous final range. */
+    size_t out_off, out_len;
+    bool failed;
+    reduce_ring_stage_t hooks;
+} pccl_device_op_t;
+
+/* Takes the pinned block and the streams and fills op->hooks; the ring then runs with
+ * sendbuf = recvbuf = op->host and params.stage = &op->hooks. Returns pcclSuccess, or
+ * pcclInternalError (logged) when memory or streams are short. */
+pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, const void *sendbuf, void *recvbuf,
+                               size_t count, size_t esz, uint32_t rank, uint32_t world);
+
+/* Flushes and waits for the last host->device copies (when the ring succeeded), waits for every
+ * copy in flight either way, gives the block and streams back. Returns false when a copy failed. */
+bool pccl_device_end(pccl_device_op_t *op, bool ring_ok);
+
+#endif /* PCCL_DEVICE_H */
