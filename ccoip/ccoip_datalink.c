@@ -348,6 +348,13 @@ static const reduce_link_ops_t datalink_ops = {
 
 reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl) { return (reduce_link_t){.ops = &datalink_ops, .ctx = dl}; }
 
+void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why) {
+    pthread_mutex_lock(&dl->lock);
+    dl->stopping = true; /* an intended teardown: logged at info */
+    break_locked(dl, why);
+    pthread_mutex_unlock(&dl->lock);
+}
+
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl) {
     ccoip_datalink_t *m = (ccoip_datalink_t *) dl;
     pthread_mutex_lock(&m->lock);

@@ -32,6 +32,10 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name);
  * The caller closes the socket afterwards. */
 void ccoip_datalink_stop(ccoip_datalink_t *dl);
 
+/* Breaks the link now (shutdown of the socket, pending requests fail) without joining or
+ * freeing: safe while other threads still post to it. ccoip_datalink_stop still follows. */
+void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why);
+
 /* True once the link is broken (peer gone, bad frame, stopped). */
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
 

@@ -23,9 +23,15 @@ typedef struct ccoip_p2p_link_t {
     ccoip_uuid_t peer; /* the neighbour's UUID */
 } ccoip_p2p_link_t;
 
+#define CCOIP_P2P_MAX_STREAMS 16u /* p2p_connection_pool_size is capped here */
+
 typedef struct ccoip_p2p_links_t {
     uint64_t epoch; /* the topology round that made these links */
-    ccoip_p2p_link_t tx, rx;
+    ccoip_p2p_link_t tx, rx; /* stream 0 of each pool */
+    /* The connection pool: ntx sockets to the next neighbour (our p2p_connection_pool_size), nrx
+     * from the previous one (its pool size, told in P2P_BIND); [0] is tx.fd / rx.fd. 0: no link. */
+    uint32_t ntx, nrx;
+    int tx_fds[CCOIP_P2P_MAX_STREAMS], rx_fds[CCOIP_P2P_MAX_STREAMS];
 } ccoip_p2p_links_t;
 
 /* The current links (the sockets stay owned by the communicator; do not close them).

@@ -86,7 +86,8 @@ static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, stat
                                                 U8R(ccoip_pending_result_t, pending, 0, 1)};
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
 static const field_t collective_abort_fields[] = {U64(ccoip_collective_abort_t, tag)};
-static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round)};
+static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round), U8R(ccoip_p2p_bind_t, stream, 0, 15),
+                                           U8R(ccoip_p2p_bind_t, streams, 1, 16)};
 static const field_t collective_init_fields[] = {
     U64(ccoip_collective_init_t, tag), U64(ccoip_collective_init_t, count),
     U8R(ccoip_collective_init_t, dtype, 0, 11), U8R(ccoip_collective_init_t, op, 0, 4),

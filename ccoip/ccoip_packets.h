@@ -184,6 +184,8 @@ typedef struct ccoip_collective_done_t {
 
 typedef struct ccoip_p2p_bind_t {
     uint64_t round;
+    uint8_t stream;  /* this connection's index in the sender's pool, < streams */
+    uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..16 */
 } ccoip_p2p_bind_t;
 
 typedef struct ccoip_packet_t {

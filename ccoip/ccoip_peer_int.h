@@ -15,13 +15,14 @@
 #include "pccl.h"
 
 #define CCOIP_MAILBOX_SIZE 16
-#define CCOIP_MAX_ARRIVALS 8
+#define CCOIP_MAX_ARRIVALS (2 * CCOIP_P2P_MAX_STREAMS + 8) /* a pool of the current round and strays */
 
 /* A p2p connection our listener accepted and handshook, waiting for the API thread. */
 typedef struct ccoip_arrival_t {
     int fd;
     ccoip_uuid_t uuid;
     uint64_t round;
+    uint8_t stream, streams; /* from P2P_BIND */
 } ccoip_arrival_t;
 
 typedef struct ccoip_peer_p2p_t {
@@ -37,6 +38,51 @@ typedef struct ccoip_peer_p2p_t {
     int narrivals;
     ccoip_p2p_links_t links; /* API thread only */
 } ccoip_peer_p2p_t;
+
+#define CCOIP_MAX_OPS 16     /* collectives in flight per communicator (the master's colls[] per peer) */
+#define CCOIP_MAX_STREAMS CCOIP_P2P_MAX_STREAMS
+
+typedef enum ccoip_op_state_t { CCOIP_OP_FREE = 0, CCOIP_OP_QUEUED, CCOIP_OP_RUNNING, CCOIP_OP_FINISHED } ccoip_op_state_t;
+
+/* One all-reduce in flight. Fields above `word` are guarded by colls.lock. */
+typedef struct ccoip_op_t {
+    uint32_t state;     /* ccoip_op_state_t */
+    bool async;         /* run by a worker, freed by pcclAwaitAsyncReduce */
+    uint64_t tag, seq;  /* seq: submission order (workers take the oldest) */
+    const void *sendbuf;
+    void *recvbuf;
+    pcclReduceDescriptor_t desc;
+    ccoip_packet_t commence, done; /* routed replies; type 0 until they arrive */
+    uint32_t tx_stream, rx_stream; /* pool streams, fixed at COMMENCE (same on every peer) */
+    uint64_t tx_turn, rx_turn;     /* place in each stream's queue */
+    pcclResult_t result;
+    pcclReduceInfo_t info;
+    _Atomic uint32_t word;          /* bumped on every routed reply and on finishing */
+    _Atomic uint32_t abort, doorbell; /* the ring's abort flag and completion doorbell */
+} ccoip_op_t;
+
+/* The ops of a stream run one at a time, in COMMENCE order (the same on every peer): `serving`
+ * is the turn now allowed, `done` marks later turns that finished early (aborted). */
+typedef struct ccoip_stream_t {
+    ccoip_datalink_t *dl;
+    uint64_t next_turn, serving, done;
+} ccoip_stream_t;
+
+typedef struct ccoip_colls_t {
+    pthread_mutex_t lock;
+    ccoip_op_t ops[CCOIP_MAX_OPS];
+    uint64_t next_seq;
+    _Atomic uint32_t work; /* workers park here; bumped on every submission and on stop */
+    pthread_t workers[CCOIP_MAX_OPS];
+    uint32_t nworkers, nasync; /* nasync: async ops queued or running */
+    bool stop;
+    /* Streams of the current topology round: made on first use, retired after a failure;
+     * `commences` counts the successful COMMENCEs since the round (it picks the streams). */
+    uint64_t commences;
+    bool made, retired;
+    ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
+    _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
+} ccoip_colls_t;
 
 struct pcclComm_t {
     pcclCommCreateParams_t params;
@@ -67,23 +113,36 @@ struct pcclComm_t {
     ccoip_abort_queue_t aborts;
     ccoip_peer_p2p_t p2p;
 
-    /* The data plane (pccl_allreduce.c): transports over the current ring links, made on first
-     * use after each topology round, and the staging-block cache. */
-    ccoip_datalink_t *data_tx, *data_rx;
-    uint64_t data_epoch;
+    /* The data plane (ccoip_coll.c): `ops` are the collectives in flight (by tag), the master-link
+     * thread routes COMMENCE/DONE/ABORT to them; the data links of every pool stream are made on
+     * first use after each topology round; `cache` holds the staging blocks. */
+    ccoip_colls_t colls;
     reduce_cache_t *cache;
-    /* The collective running now: the master-link thread raises `coll_abort` and rings
-     * `coll_doorbell` when the master aborts `coll_tag` or the master link is lost; the ring
-     * polls the flag with a plain atomic load. */
-    pthread_mutex_t coll_lock; /* guards coll_active/coll_tag against the link thread */
-    bool coll_active;
-    uint64_t coll_tag;
-    _Atomic uint32_t coll_abort, coll_doorbell;
 };
 
-/* pccl_allreduce.c */
+/* ccoip_coll.c */
+void ccoip_colls_init(pcclComm_t *comm);
+void ccoip_colls_shutdown(pcclComm_t *comm);    /* abort what runs, join the workers (destroy) */
+void ccoip_colls_free(pcclComm_t *comm);
 void ccoip_data_close(pcclComm_t *comm);          /* stop the data links (before the sockets close) */
 void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag); /* from the master-link thread */
+/* From the master-link thread: hands COMMENCE / DONE to the op of its tag; true when taken. */
+bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p);
+/* True while any all-reduce (sync or async) is in flight or an async one is not yet awaited:
+ * pcclUpdateTopology, pcclArePeersPending, pcclOptimizeTopology and pcclSynchronizeSharedState
+ * answer pcclPendingAsyncOps then. */
+bool ccoip_ops_in_flight(const pcclComm_t *comm);
+/* Takes a slot for tag d->tag (pcclInvalidUsage when the tag is in flight or CCOIP_MAX_OPS are);
+ * an async one is queued for a worker at once. */
+pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                            bool async, ccoip_op_t **out);
+void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op);     /* INIT .. DONE; sets op->result, op->info */
+void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees a sync op's slot */
+/* Parks until the async op of `tag` finished, frees its slot, returns its result. */
+pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info);
+/* pccl_allreduce.c: the checks every all-reduce call makes before it takes a slot. */
+pcclResult_t pccl_allreduce_precheck(const char *fn, const void *sendbuf, const void *recvbuf,
+                                     const pcclReduceDescriptor_t *d, const pcclComm_t *comm);
 
 /* Bumps comm->events and wakes the API thread. */
 void ccoip_peer_notify(pcclComm_t *comm);

@@ -1,7 +1,8 @@
 /* ccoip_peer_link.c: the peer's connection to the master. ccoip_link_open connects, handshakes
  * and joins on the caller's thread; then the master-link thread owns all reads: it heartbeats,
- * keeps the world sizes, pushes abort notices to the abort ring and everything else into the
- * mailbox, and wakes the API thread through threadpark. */
+ * keeps the world sizes, pushes abort notices to the abort ring and to the op of their tag, hands
+ * COMMENCE / DONE to the op of their tag (ccoip_coll.c), everything else to the mailbox, and
+ * wakes the waiting thread through threadpark. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,12 +126,14 @@ static void *link_main(void *arg) {
             ccoip_coll_abort(comm, false, p.u.collective_abort.tag);
             ccoip_packet_free(&p);
             break;
+        case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
+        case CCOIP_PKT_M2C_COLLECTIVE_DONE:
+            ccoip_coll_route(comm, &p); /* to the op of its tag, not the mailbox */
+            break;
         case CCOIP_PKT_M2C_JOIN_RESPONSE:
         case CCOIP_PKT_M2C_P2P_INFO:
         case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
         case CCOIP_PKT_M2C_PENDING_RESULT:
-        case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
-        case CCOIP_PKT_M2C_COLLECTIVE_DONE:
             if (!mail_push(comm, &p)) {
                 ccoip_packet_free(&p);
                 link_lost(comm, "the master sent more replies than were asked for");

@@ -98,7 +98,13 @@ static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    ccoip_arrival_t a = {fd, h.uuid, p.u.p2p_bind.round};
+    if (p.u.p2p_bind.stream >= p.u.p2p_bind.streams) {
+        LOG_WARN(MOD, "refused p2p connection from %s: P2P_BIND stream %u of %u", who, p.u.p2p_bind.stream,
+                 p.u.p2p_bind.streams);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_arrival_t a = {fd, h.uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams};
     pthread_mutex_lock(&p2p->lock);
     if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
         ccoip_sock_close(p2p->arrivals[0].fd);
@@ -147,8 +153,9 @@ pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
 static void close_links(pcclComm_t *comm) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     ccoip_data_close(comm); /* the data links' threads use these sockets */
-    ccoip_sock_close(p2p->links.tx.fd);
-    ccoip_sock_close(p2p->links.rx.fd);
+    for (uint32_t i = 0; i < p2p->links.ntx; i++) ccoip_sock_close(p2p->links.tx_fds[i]);
+    for (uint32_t i = 0; i < p2p->links.nrx; i++) ccoip_sock_close(p2p->links.rx_fds[i]);
+    p2p->links.ntx = p2p->links.nrx = 0;
     p2p->links.tx.fd = p2p->links.rx.fd = -1;
 }
 
@@ -173,8 +180,8 @@ static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
     return atomic_load(&comm->master_lost) || atomic_load(&comm->stopping);
 }
 
-static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
-                      ccoip_packet_t *early) {
+static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t stream,
+                      uint32_t streams, int64_t deadline, ccoip_packet_t *early) {
     ccoip_socket_address_t a = {e->addr, e->p2p_port};
     char name[80];
     ccoip_format_address(&a, name, sizeof name);
@@ -195,6 +202,8 @@ static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t ro
             memset(&bind, 0, sizeof bind);
             bind.type = CCOIP_PKT_P2P_BIND;
             bind.u.p2p_bind.round = round;
+            bind.u.p2p_bind.stream = (uint8_t) stream;
+            bind.u.p2p_bind.streams = (uint8_t) streams;
             st = ccoip_conn_send(fd, &bind);
             if (st == CCOIP_OK) return fd;
         }
@@ -209,26 +218,54 @@ static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t ro
     return -1;
 }
 
-static int await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
-                    ccoip_packet_t *early) {
+/* Waits for every connection of the previous neighbour's pool for this round (its P2P_BIND says
+ * how many); fills rx_fds/nrx. False on timeout or interruption (what arrived is kept in links). */
+static bool await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
+                     ccoip_packet_t *early) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
+    ccoip_p2p_links_t *l = &p2p->links;
+    uint32_t want = 0; /* 0 until the first arrival tells the pool size */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
         pthread_mutex_lock(&p2p->lock);
-        int fd = -1;
-        for (int i = 0; i < p2p->narrivals && fd < 0; i++) {
-            if (p2p->arrivals[i].round != round || !uuid_eq(&p2p->arrivals[i].uuid, &e->uuid)) continue;
-            fd = p2p->arrivals[i].fd;
-            memmove(&p2p->arrivals[i], &p2p->arrivals[i + 1], (size_t) (p2p->narrivals - i - 1) * sizeof *p2p->arrivals);
+        for (int i = 0; i < p2p->narrivals;) {
+            ccoip_arrival_t *a = &p2p->arrivals[i];
+            bool mine = a->round == round && uuid_eq(&a->uuid, &e->uuid);
+            bool fits = mine && (want == 0 || (a->streams == want && l->rx_fds[a->stream] < 0));
+            if (!fits) {
+                if (mine) { /* a duplicate or a pool size that changed mid-round: protocol error */
+                    LOG_WARN(MOD, "ring neighbour on port %u sent a conflicting stream %u of %u", e->p2p_port,
+                             a->stream, a->streams);
+                    ccoip_sock_close(a->fd);
+                    memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
+                    p2p->narrivals--;
+                    continue;
+                }
+                i++;
+                continue;
+            }
+            if (want == 0) {
+                want = a->streams;
+                for (uint32_t k = 0; k < want; k++) l->rx_fds[k] = -1;
+                l->nrx = want;
+            }
+            l->rx_fds[a->stream] = a->fd;
+            memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
             p2p->narrivals--;
         }
         pthread_mutex_unlock(&p2p->lock);
-        if (fd >= 0) return fd;
-        if (interrupted(comm, early)) return -1;
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < want; k++) have += l->rx_fds[k] >= 0;
+        if (want > 0 && have == want) {
+            l->rx.fd = l->rx_fds[0];
+            return true;
+        }
+        if (interrupted(comm, early)) return false;
         int64_t left = deadline - ccoip_now_ms();
         if (left <= 0) {
-            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time", e->p2p_port);
-            return -1;
+            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time (%u of %u streams)", e->p2p_port,
+                     have, want);
+            return false;
         }
         tpark_wait((const uint32_t *) &comm->events, seen, left * 1000000);
     }
@@ -258,15 +295,25 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     close_links(comm);
     p2p->links.epoch = info->round;
     int64_t deadline = ccoip_now_ms() + env_num("PCCL_P2P_TIMEOUT_MS", 10000);
+    uint32_t pool = comm->params.p2p_connection_pool_size;
+    if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) {
-        p2p->links.tx.fd = connect_tx(comm, tx, info->round, deadline, early);
         p2p->links.tx.peer = tx->uuid;
-        if (p2p->links.tx.fd < 0) return false;
+        for (uint32_t i = 0; i < pool; i++) {
+            int fd = connect_tx(comm, tx, info->round, i, pool, deadline, early);
+            if (fd < 0) return false;
+            p2p->links.tx_fds[p2p->links.ntx++] = fd;
+        }
+        p2p->links.tx.fd = p2p->links.tx_fds[0];
     }
     if (rx != NULL) {
-        p2p->links.rx.fd = await_rx(comm, rx, info->round, deadline, early);
         p2p->links.rx.peer = rx->uuid;
-        if (p2p->links.rx.fd < 0) return false;
+        bool ok = await_rx(comm, rx, info->round, deadline, early);
+        if (!ok) { /* close what came: the links hold only complete pools */
+            for (uint32_t k = 0; k < p2p->links.nrx; k++) ccoip_sock_close(p2p->links.rx_fds[k]);
+            p2p->links.nrx = 0;
+            return false;
+        }
     }
     return true;
 }

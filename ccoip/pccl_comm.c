@@ -35,6 +35,11 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     if (c == NULL) return pcclInternalError;
     c->params = *params;
     if (c->params.p2p_connection_pool_size == 0) c->params.p2p_connection_pool_size = 1;
+    if (c->params.p2p_connection_pool_size > CCOIP_P2P_MAX_STREAMS) {
+        LOG_WARN(MOD, "pcclCreateCommunicator: p2p_connection_pool_size %u capped at %u",
+                 c->params.p2p_connection_pool_size, CCOIP_P2P_MAX_STREAMS);
+        c->params.p2p_connection_pool_size = CCOIP_P2P_MAX_STREAMS;
+    }
     c->master_fd = -1;
     c->link_wake[0] = c->link_wake[1] = -1;
     c->p2p.listen_fd = -1;
@@ -43,7 +48,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->mail_lock, NULL);
     pthread_mutex_init(&c->p2p.lock, NULL);
-    pthread_mutex_init(&c->coll_lock, NULL);
+    ccoip_colls_init(c);
     ccoip_abort_init(&c->aborts);
     c->cache = reduce_cache_create();
     if (c->cache == NULL) {
@@ -71,10 +76,18 @@ static pcclResult_t require_accepted(const pcclComm_t *comm, const char *fn) {
     return pcclInvalidUsage;
 }
 
+/* One kind of operation at a time: no topology vote while all-reduces are in flight. */
+static pcclResult_t require_no_ops(const pcclComm_t *comm, const char *fn) {
+    if (!ccoip_ops_in_flight(comm)) return pcclSuccess;
+    LOG_ERROR(MOD, "%s: all-reduces are still in flight on this communicator (await them first)", fn);
+    return pcclPendingAsyncOps;
+}
+
 PCCL_EXPORT pcclResult_t pcclUpdateTopology(pcclComm_t *comm) {
     CHECK_INIT("pcclUpdateTopology");
     CHECK_ARG(comm != NULL, "pcclUpdateTopology", "communicator is NULL");
     pcclResult_t r = require_accepted(comm, "pcclUpdateTopology");
+    if (r == pcclSuccess) r = require_no_ops(comm, "pcclUpdateTopology");
     return r != pcclSuccess ? r : ccoip_peer_update_topology(comm);
 }
 
@@ -82,6 +95,7 @@ PCCL_EXPORT pcclResult_t pcclArePeersPending(const pcclComm_t *comm, bool *pendi
     CHECK_INIT("pcclArePeersPending");
     CHECK_ARG(comm != NULL && pending_out != NULL, "pcclArePeersPending", "communicator and pending_out must not be NULL");
     pcclResult_t r = require_accepted(comm, "pcclArePeersPending");
+    if (r == pcclSuccess) r = require_no_ops(comm, "pcclArePeersPending");
     /* The API takes a const communicator; the call still moves its mailbox. */
     return r != pcclSuccess ? r : ccoip_peer_are_peers_pending((pcclComm_t *) comm, pending_out);
 }
@@ -103,12 +117,13 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     atomic_store(&comm->stopping, true);
     ccoip_abort_all(&comm->aborts);
     ccoip_peer_notify(comm);
+    ccoip_colls_shutdown(comm); /* aborts what runs and joins the workers */
     ccoip_link_close(comm);
     ccoip_p2p_stop(comm);
     pthread_mutex_destroy(&comm->send_lock);
     pthread_mutex_destroy(&comm->mail_lock);
     pthread_mutex_destroy(&comm->p2p.lock);
-    pthread_mutex_destroy(&comm->coll_lock);
+    ccoip_colls_free(comm);
     reduce_cache_destroy(comm->cache);
     free(comm);
     return pcclSuccess;

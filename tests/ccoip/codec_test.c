@@ -150,8 +150,10 @@ static void test_round_trips(void) {
 
     p.type = CCOIP_PKT_P2P_BIND;
     p.u.p2p_bind.round = 9;
+    p.u.p2p_bind.stream = 3;
+    p.u.p2p_bind.streams = 4;
     round_trip(&p, &b);
-    CHECK(b.u.p2p_bind.round == 9);
+    CHECK(b.u.p2p_bind.round == 9 && b.u.p2p_bind.stream == 3 && b.u.p2p_bind.streams == 4);
 
     const uint16_t empties[] = {CCOIP_PKT_C2M_VOTE_ACCEPT, CCOIP_PKT_C2M_VOTE_PENDING, CCOIP_PKT_C2M_HEARTBEAT};
     for (size_t i = 0; i < 3; i++) {
