@@ -269,6 +269,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
         if (log_enabled(level)) log_write(level, MOD, "dropping %s (%s): %s", c->name,
                  was_accepted ? "accepted" : c->phase == CCOIP_MPHASE_REGISTERED ? "pending" : "not joined", why);
     st->close(st->ctx, c);
+    ccoip_mss_on_leave(st, c, was_accepted); /* frees its sync state; re-evaluates its group's sync */
     if (st->shutting_down) return;
     if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
     if (was_accepted) {
@@ -385,6 +386,14 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mcoll_on_complete(st, c, &p->u.collective_complete);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_SYNC:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_sync(st, c, &p->u.ss_sync);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_DONE:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_done(st, c, &p->u.ss_done);
         return;
     case CCOIP_PKT_C2M_P2P_ESTABLISHED:
         /* Late reports of a round that already ended are harmless: ignore them. */

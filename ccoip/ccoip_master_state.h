@@ -42,6 +42,9 @@ typedef struct ccoip_mcoll_t {
     ccoip_collective_init_t desc;
 } ccoip_mcoll_t;
 
+/* A client's part in shared-state syncs (ccoip_master_shared.c); NULL until its first sync. */
+typedef struct ccoip_mss_t ccoip_mss_t;
+
 typedef struct ccoip_mclient_t {
     uint64_t id; /* connection order: also the ring order */
     ccoip_mphase_t phase;
@@ -57,6 +60,7 @@ typedef struct ccoip_mclient_t {
     uint64_t connected_ms, last_seen_ms;
     ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
     bool ring_stale; /* its group lost a member since the last topology round */
+    ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
 } ccoip_mclient_t;
@@ -110,6 +114,12 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+
+/* Shared state (ccoip_master_shared.c): SYNC and DONE packets, and a client leaving (which also
+ * frees its sync state; called for every dropped client, accepted or not). */
+void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req);
+void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done);
+void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted);
 
 /* The four attributes as c would see them now. */
 ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);

@@ -19,7 +19,8 @@ typedef enum field_kind_t {
     F_UUID,
     F_ADDR,   /* u8 family (4|6) then 4 or 16 bytes */
     F_STRUCT, /* nested layout */
-    F_LIST    /* u32 count then elements; struct holds uint32_t count at count_offset, pointer at offset */
+    F_LIST,   /* u32 count then elements; struct holds uint32_t count at count_offset, pointer at offset */
+    F_NAME    /* u16 length (lo..hi) then bytes without NUL; struct holds a malloc'd C string */
 } field_kind_t;
 
 typedef struct layout_t layout_t;
@@ -51,6 +52,7 @@ struct layout_t {
 #define ADDR(st, f) {F_ADDR, offsetof(st, f), 0, 0, NULL, 0}
 #define STRUCT(st, f, lay) {F_STRUCT, offsetof(st, f), 0, 0, &lay, 0}
 #define LIST(st, ptr, cnt, max, lay) {F_LIST, offsetof(st, ptr), 0, max, &lay, offsetof(st, cnt)}
+#define NAME(st, f, l, h) {F_NAME, offsetof(st, f), l, h, NULL, 0}
 
 static const field_t world_fields[] = {
     U32(ccoip_world_t, global_world_size), U32(ccoip_world_t, group_world_size),
@@ -100,6 +102,43 @@ static const field_t collective_commence_fields[] = {
 static const field_t collective_done_fields[] = {U64(ccoip_collective_done_t, tag),
                                                  U8R(ccoip_collective_done_t, status, 0, 2)};
 
+/* Shared state (pcclSynchronizeSharedState). */
+static const field_t ss_tensor_fields[] = {
+    NAME(ccoip_ss_tensor_t, name, 1, CCOIP_MAX_SS_NAME), U64(ccoip_ss_tensor_t, hash),
+    U8R(ccoip_ss_tensor_t, hash_kind, 0, 1), U8R(ccoip_ss_tensor_t, dtype, 0, 11), U64(ccoip_ss_tensor_t, count),
+    U8R(ccoip_ss_tensor_t, allow_inequality, 0, 1)};
+static const layout_t ss_tensor_layout = {0, "tensor", sizeof(ccoip_ss_tensor_t), ss_tensor_fields,
+                                          N(ss_tensor_fields), 0};
+static const field_t ss_sync_fields[] = {
+    U64(ccoip_ss_sync_t, revision), U8R(ccoip_ss_sync_t, strategy, 0, 2),
+    LIST(ccoip_ss_sync_t, tensors, count, CCOIP_MAX_SS_TENSORS, ss_tensor_layout)};
+static const field_t ss_done_fields[] = {U8R(ccoip_ss_done_t, ok, 0, 1)};
+static const field_t ss_fetch_fields[] = {
+    NAME(ccoip_ss_fetch_t, name, 1, CCOIP_MAX_SS_NAME), U8R(ccoip_ss_fetch_t, hash_kind, 0, 1),
+    U64(ccoip_ss_fetch_t, hash), UUID(ccoip_ss_fetch_t, uuid), ADDR(ccoip_ss_fetch_t, addr),
+    U16(ccoip_ss_fetch_t, ss_port)};
+static const layout_t ss_fetch_layout = {0, "fetch", sizeof(ccoip_ss_fetch_t), ss_fetch_fields,
+                                         N(ss_fetch_fields), 0};
+static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
+static const layout_t ss_client_layout = {0, "client", sizeof(ccoip_ss_client_t), ss_client_fields,
+                                          N(ss_client_fields), 0};
+static const field_t ss_result_fields[] = {
+    U8R(ccoip_ss_result_t, status, 0, 5), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
+    NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
+    LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
+    LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout)};
+static const field_t ss_master_done_fields[] = {U8R(ccoip_ss_master_done_t, status, 0, 2)};
+static const field_t ss_name_fields[] = {NAME(ccoip_ss_name_t, name, 1, CCOIP_MAX_SS_NAME)};
+static const layout_t ss_name_layout = {0, "name", sizeof(ccoip_ss_name_t), ss_name_fields, N(ss_name_fields), 0};
+static const field_t ss_request_fields[] = {
+    LIST(ccoip_ss_request_t, names, count, CCOIP_MAX_SS_TENSORS, ss_name_layout)};
+static const field_t ss_item_fields[] = {NAME(ccoip_ss_item_t, name, 1, CCOIP_MAX_SS_NAME),
+                                         U64(ccoip_ss_item_t, size)};
+static const layout_t ss_item_layout = {0, "item", sizeof(ccoip_ss_item_t), ss_item_fields, N(ss_item_fields), 0};
+static const field_t ss_header_fields[] = {
+    U8R(ccoip_ss_header_t, status, 0, 2),
+    LIST(ccoip_ss_header_t, items, count, CCOIP_MAX_SS_TENSORS, ss_item_layout)};
+
 #define PACKET(t, nm, fl, tr) {t, nm, 0, fl, N(fl), tr}
 #define EMPTY(t, nm) {t, nm, 0, NULL, 0, 0}
 static const layout_t packet_layouts[] = {
@@ -121,6 +160,12 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, "C2M_COLLECTIVE_COMPLETE", collective_complete_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, "M2C_COLLECTIVE_COMMENCE", collective_commence_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_DONE, "M2C_COLLECTIVE_DONE", collective_done_fields, 0),
+    PACKET(CCOIP_PKT_C2M_SHARED_STATE_SYNC, "C2M_SHARED_STATE_SYNC", ss_sync_fields, 0),
+    PACKET(CCOIP_PKT_C2M_SHARED_STATE_DONE, "C2M_SHARED_STATE_DONE", ss_done_fields, 0),
+    PACKET(CCOIP_PKT_M2C_SHARED_STATE_RESULT, "M2C_SHARED_STATE_RESULT", ss_result_fields, 0),
+    PACKET(CCOIP_PKT_M2C_SHARED_STATE_DONE, "M2C_SHARED_STATE_DONE", ss_master_done_fields, 0),
+    PACKET(CCOIP_PKT_SS_REQUEST, "SS_REQUEST", ss_request_fields, 0),
+    PACKET(CCOIP_PKT_SS_HEADER, "SS_HEADER", ss_header_fields, 0),
 };
 
 static const layout_t *find_layout(uint16_t type) {
@@ -147,6 +192,7 @@ static size_t min_wire_size(const layout_t *l) {
         case F_U64: n += 8; break;
         case F_UUID: n += 16; break;
         case F_ADDR: n += 5; break;
+        case F_NAME: n += 2 + l->fields[i].lo; break;
         case F_STRUCT: n += min_wire_size(l->fields[i].sub); break;
         }
     }
@@ -212,6 +258,20 @@ static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_
             memcpy(at, &a, sizeof a);
             break;
         }
+        case F_NAME: {
+            uint16_t n;
+            if (!ccoip_read_u16(r, &n)) return CCOIP_ERR_TRUNCATED;
+            if (n > f->hi) return CCOIP_ERR_TOO_LARGE;
+            if (n > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
+            if (n < f->lo) return CCOIP_ERR_INVALID;
+            char *s = malloc((size_t) n + 1);
+            if (s == NULL) return CCOIP_ERR_NOMEM;
+            ccoip_read_bytes(r, s, n);
+            s[n] = '\0';
+            memcpy(at, &s, sizeof s); /* stored first: free_fields releases it on failure */
+            if (memchr(s, '\0', n) != NULL) return CCOIP_ERR_INVALID;
+            break;
+        }
         case F_STRUCT: {
             ccoip_status_t st = decode_fields(f->sub, r, at);
             if (st != CCOIP_OK) return st;
@@ -233,7 +293,11 @@ static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_
             memcpy(base + f->count_offset, &zero, sizeof zero);
             for (uint32_t k = 0; k < count; k++) {
                 ccoip_status_t st = decode_fields(f->sub, r, items + (size_t) k * f->sub->size);
-                if (st != CCOIP_OK) return st;
+                if (st != CCOIP_OK) {
+                    /* Element k is not counted yet: release what it allocated (names). */
+                    free_fields(f->sub, items + (size_t) k * f->sub->size);
+                    return st;
+                }
                 uint32_t done = k + 1;
                 memcpy(base + f->count_offset, &done, sizeof done);
             }
@@ -248,6 +312,14 @@ static void free_fields(const layout_t *l, uint8_t *base) {
     for (size_t i = 0; i < l->nfields; i++) {
         const field_t *f = &l->fields[i];
         if (f->kind == F_STRUCT) free_fields(f->sub, base + f->offset);
+        if (f->kind == F_NAME) {
+            char *s;
+            memcpy(&s, base + f->offset, sizeof s);
+            free(s);
+            s = NULL;
+            memcpy(base + f->offset, &s, sizeof s);
+            continue;
+        }
         if (f->kind != F_LIST) continue;
         uint8_t *items;
         uint32_t count;
@@ -296,6 +368,18 @@ static bool encode_fields(const layout_t *l, ccoip_writer_t *w, const uint8_t *b
                 ccoip_write_u8(w, 4);
                 ccoip_write_bytes(w, a.ipv4.data, 4);
             }
+            break;
+        }
+        case F_NAME: {
+            const char *s;
+            memcpy(&s, at, sizeof s);
+            size_t n = s == NULL ? 0 : strlen(s);
+            if (n < f->lo || n > f->hi) {
+                w->failed = true;
+                return false;
+            }
+            ccoip_write_u16(w, (uint16_t) n);
+            ccoip_write_bytes(w, s, n);
             break;
         }
         case F_STRUCT: encode_fields(f->sub, w, at); break;

@@ -34,6 +34,8 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
+    CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
+    CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
 
     CCOIP_PKT_M2C_JOIN_RESPONSE = 0x0201,
     CCOIP_PKT_M2C_P2P_INFO = 0x0202,
@@ -43,8 +45,12 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210,
     CCOIP_PKT_M2C_COLLECTIVE_COMMENCE = 0x0211, /* every member asked: go (or why not) */
     CCOIP_PKT_M2C_COLLECTIVE_DONE = 0x0212,     /* every member finished: the shared outcome */
+    CCOIP_PKT_M2C_SHARED_STATE_RESULT = 0x0220, /* the election: what to fetch, whom to serve */
+    CCOIP_PKT_M2C_SHARED_STATE_DONE = 0x0221,   /* every member finished its transfers */
 
-    CCOIP_PKT_P2P_BIND = 0x0301 /* after HELLO on a p2p link: which topology round it serves */
+    CCOIP_PKT_P2P_BIND = 0x0301, /* after HELLO on a p2p link: which topology round it serves */
+    CCOIP_PKT_SS_REQUEST = 0x0302, /* after HELLO on a shared-state connection: tensors wanted */
+    CCOIP_PKT_SS_HEADER = 0x0303   /* the answer: names and sizes, then the raw bytes follow */
 } ccoip_packet_type_t;
 
 typedef enum ccoip_role_t {
@@ -188,6 +194,103 @@ typedef struct ccoip_p2p_bind_t {
     uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..16 */
 } ccoip_p2p_bind_t;
 
+/* ---- Shared state (pcclSynchronizeSharedState; ccoip/README.md "Shared state") ---- */
+
+#define CCOIP_MAX_SS_TENSORS 65536u /* tensors in one shared state */
+#define CCOIP_MAX_SS_NAME 1024u     /* bytes of a tensor name (no NUL bytes inside) */
+
+typedef enum ccoip_hash_kind_t {
+    CCOIP_HASH_XXH3 = 0,  /* host memory */
+    CCOIP_HASH_SIMPLE = 1 /* device memory (hash/SIMPLEHASH.md) */
+} ccoip_hash_kind_t;
+
+typedef enum ccoip_ss_status_t {
+    CCOIP_SS_OK = 0,
+    CCOIP_SS_NO_CONTENT = 1, /* no peer can offer content (pcclNoSharedStateAvailable) */
+    CCOIP_SS_REVISION = 2,   /* the revision broke the rule: `expected` says what was due */
+    CCOIP_SS_MISMATCH = 3,   /* the tensor set differs from the others': `detail` names a tensor */
+    CCOIP_SS_KICKED = 4,     /* SEND_ONLY without the popular content (`detail`); connection closed */
+    CCOIP_SS_FAILED = 5      /* the sync could not run (e.g. a duplicate tensor name) */
+} ccoip_ss_status_t;
+
+/* Every string on the wire is `u16 length | bytes`; decoded strings are malloc'd and
+ * NUL-terminated (ccoip_packet_free releases them). */
+typedef struct ccoip_ss_tensor_t {
+    char *name;
+    uint64_t hash;
+    uint8_t hash_kind; /* ccoip_hash_kind_t */
+    uint8_t dtype;     /* pcclDataType_t */
+    uint64_t count;    /* elements */
+    uint8_t allow_inequality;
+} ccoip_ss_tensor_t;
+
+typedef struct ccoip_ss_sync_t {
+    uint64_t revision;
+    uint8_t strategy; /* pcclSharedStateSyncStrategy_t */
+    uint32_t count;
+    ccoip_ss_tensor_t *tensors;
+} ccoip_ss_sync_t;
+
+typedef struct ccoip_ss_done_t {
+    uint8_t ok;
+} ccoip_ss_done_t;
+
+/* One tensor to fetch: its elected content and the peer to fetch it from. */
+typedef struct ccoip_ss_fetch_t {
+    char *name;
+    uint8_t hash_kind;
+    uint64_t hash;
+    ccoip_uuid_t uuid;
+    ccoip_inet_address_t addr;
+    uint16_t ss_port;
+} ccoip_ss_fetch_t;
+
+/* A peer allowed to connect to our shared-state listener for this sync. */
+typedef struct ccoip_ss_client_t {
+    ccoip_uuid_t uuid;
+} ccoip_ss_client_t;
+
+typedef struct ccoip_ss_result_t {
+    uint8_t status;    /* ccoip_ss_status_t */
+    uint64_t revision; /* the elected revision: the peer's revision after a successful sync */
+    uint64_t expected; /* CCOIP_SS_REVISION: the revision that was due */
+    char *detail;      /* a tensor name for MISMATCH / KICKED, else empty */
+    uint32_t nfetch;
+    ccoip_ss_fetch_t *fetch;
+    uint32_t nserve;
+    ccoip_ss_client_t *serve;
+} ccoip_ss_result_t;
+
+typedef struct ccoip_ss_master_done_t {
+    uint8_t status; /* ccoip_result_status_t; informational: outcomes are per peer */
+} ccoip_ss_master_done_t;
+
+typedef struct ccoip_ss_name_t {
+    char *name;
+} ccoip_ss_name_t;
+
+typedef struct ccoip_ss_request_t {
+    uint32_t count;
+    ccoip_ss_name_t *names;
+} ccoip_ss_request_t;
+
+typedef enum ccoip_ss_header_status_t {
+    CCOIP_SSH_OK = 0,
+    CCOIP_SSH_UNKNOWN_TENSOR = 1, /* a requested name is not in the state being served */
+    CCOIP_SSH_NOT_SERVING = 2     /* the sync this request belongs to is over */
+} ccoip_ss_header_status_t;
+
+typedef struct ccoip_ss_item_t {
+    char *name;
+    uint64_t size; /* bytes */
+} ccoip_ss_item_t;
+
+typedef struct ccoip_ss_header_t {
+    uint8_t status; /* ccoip_ss_header_status_t */
+    uint32_t count;
+    ccoip_ss_item_t *items;
+} ccoip_ss_header_t;
+
 typedef struct ccoip_packet_t {
     uint16_t type;
     union {
@@ -206,6 +309,12 @@ typedef struct ccoip_packet_t {
         ccoip_collective_commence_t collective_commence;
         ccoip_collective_done_t collective_done;
         ccoip_p2p_bind_t p2p_bind;
+        ccoip_ss_sync_t ss_sync;
+        ccoip_ss_done_t ss_done;
+        ccoip_ss_result_t ss_result;
+        ccoip_ss_master_done_t ss_master_done;
+        ccoip_ss_request_t ss_request;
+        ccoip_ss_header_t ss_header;
     } u;
 } ccoip_packet_t;
 

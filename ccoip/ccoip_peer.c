@@ -4,6 +4,7 @@
 
 #include "ccoip/ccoip_peer.h"
 #include "ccoip/ccoip_peer_int.h"
+#include "ccoip/ccoip_peer_shared.h"
 #include "log/log.h"
 
 #define MOD "ccoip-peer"
@@ -63,6 +64,7 @@ static round_outcome_t await_round(pcclComm_t *comm) {
 
 pcclResult_t ccoip_peer_connect(pcclComm_t *comm) {
     pcclResult_t res = ccoip_p2p_start(comm);
+    if (res == pcclSuccess) res = ccoip_ss_start(comm);
     if (res == pcclSuccess) res = ccoip_link_open(comm);
     if (res != pcclSuccess) return res;
     LOG_INFO(MOD, "registered with the master (p2p port %u); waiting for admission", comm->p2p.port);

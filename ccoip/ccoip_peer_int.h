@@ -112,6 +112,7 @@ struct pcclComm_t {
 
     ccoip_abort_queue_t aborts;
     ccoip_peer_p2p_t p2p;
+    struct ccoip_peer_ss_t *ss; /* the shared-state listener and serving (ccoip_peer_shared.c) */
 
     /* The data plane (ccoip_coll.c): `ops` are the collectives in flight (by tag), the master-link
      * thread routes COMMENCE/DONE/ABORT to them; the data links of every pool stream are made on
