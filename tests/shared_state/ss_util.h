@@ -20,7 +20,7 @@ typedef struct ss_sync_t {
 } ss_sync_t;
 
 /* Sends one command and requires an answer; returns the answer's first number. */
-static int ss_cmd(h_proc_t *p, char *line, size_t n, const char *fmt, ...) {
+static inline int ss_cmd(h_proc_t *p, char *line, size_t n, const char *fmt, ...) {
     char cmd[200];
     va_list ap;
     va_start(ap, fmt);
@@ -36,7 +36,7 @@ static int ss_cmd(h_proc_t *p, char *line, size_t n, const char *fmt, ...) {
 }
 
 /* Starts n peers and admits them all: the first alone, the rest in one topology round. */
-static void ss_start_peers(h_proc_t *p, int n, const char *bin, int port) {
+static inline void ss_start_peers(h_proc_t *p, int n, const char *bin, int port) {
     char line[256];
     for (int i = 0; i < n; i++) REQUIRE(h_start_peer(&p[i], bin, port, 0));
     REQUIRE(ss_cmd(&p[0], line, sizeof line, "connect") == 0);
@@ -51,7 +51,7 @@ static void ss_start_peers(h_proc_t *p, int n, const char *bin, int port) {
 }
 
 /* Admits newcomers (already started) with a vote of the accepted peers. */
-static void ss_admit(h_proc_t *acc, int na, h_proc_t *newp, int nn) {
+static inline void ss_admit(h_proc_t *acc, int na, h_proc_t *newp, int nn) {
     char line[256];
     for (int i = 0; i < nn; i++) REQUIRE(h_send(&newp[i], "connect"));
     usleep(400000);
@@ -67,7 +67,7 @@ static void ss_admit(h_proc_t *acc, int na, h_proc_t *newp, int nn) {
 }
 
 /* Every peer of p[0..n) calls sync with its strategy at once; answers land in out[]. */
-static void ss_sync_all(h_proc_t **p, int n, const int *strategy, ss_sync_t *out) {
+static inline void ss_sync_all(h_proc_t **p, int n, const int *strategy, ss_sync_t *out) {
     char line[256];
     for (int i = 0; i < n; i++) {
         snprintf(line, sizeof line, "sync %d", strategy == NULL ? 0 : strategy[i]);
@@ -85,7 +85,7 @@ static void ss_sync_all(h_proc_t **p, int n, const int *strategy, ss_sync_t *out
 }
 
 /* Every peer's "hash" answer, compared with the first one's. */
-static bool ss_same_hash(h_proc_t **p, int n) {
+static inline bool ss_same_hash(h_proc_t **p, int n) {
     char first[256], line[256];
     ss_cmd(p[0], first, sizeof first, "hash");
     bool same = true;
@@ -96,7 +96,7 @@ static bool ss_same_hash(h_proc_t **p, int n) {
     return same;
 }
 
-static void ss_quit(h_proc_t *p) {
+static inline void ss_quit(h_proc_t *p) {
     h_send(p, "quit");
     CHECK_EQ_U64(h_wait(p, SS_T), 0);
 }
