@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 mkdir -p bench/out
 out=bench/out/results.csv
 echo "name,value,unit,baseline,ratio" > "$out"
-targets=$(bazel query 'kind("(cc|sh)_binary", //bench/...)' 2>/dev/null | sort)
+# Targets tagged "helper" are programs that a benchmark drives, not benchmarks.
+targets=$(bazel query 'kind("(cc|sh)_binary", //bench/...) except attr(tags, "helper", //bench/...)' 2>/dev/null | sort)
 [ -n "$targets" ] || { echo "bench: no benchmarks found" >&2; exit 1; }
 bazel build $targets
 failed=0

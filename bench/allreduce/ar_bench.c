@@ -1,0 +1,258 @@
+/* ar_bench: drives pccl-master and ar_bench_peer processes for the all-reduce benchmarks; prints
+ * plain result lines that allreduce_bench.sh turns into CSV rows.
+ *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US" per size
+ *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
+ * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P  --quant
+ *          --netns NS0,NS1,..  (peer i runs in namespace i, the master in NS0)  --ip A.B.C.  (peer
+ *          i's address is A.B.C.(i+1); default: everything on 127.0.0.1)  --trials T --mib M
+ * Failure latency: SIGKILL of a random peer at a random moment inside a float32 all-reduce of M
+ * MiB; the time from the kill to the last survivor's error return (CLOCK_MONOTONIC, same clock
+ * in every process). */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/ccoip/harness.h"
+
+#define MAXP 16
+
+static struct {
+    const char *master_bin, *peer_bin, *ip;
+    char *netns[MAXP];
+    int nnetns, peers, warmup, iters, pool, quant, trials;
+    double sizes[16], mib;
+    int nsizes;
+} o = {.peers = 2, .warmup = 1, .iters = 5, .pool = 1, .trials = 20, .mib = 16};
+
+static h_proc_t master, peer[MAXP];
+static int npeers, port;
+static unsigned long long next_tag = 1; /* every peer must use the same tags */
+static char master_ip[32] = "127.0.0.1";
+
+static uint64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static const char *ip_bin(void) {
+    static const char *c[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
+    for (int i = 0; i < 4; i++)
+        if (access(c[i], X_OK) == 0) return c[i];
+    return "ip";
+}
+
+/* argv for prog in namespace ns (or directly). */
+static bool spawn_in(h_proc_t *p, int ns, char **args) {
+    char *argv[16];
+    int n = 0;
+    if (o.nnetns > 0) {
+        argv[n++] = (char *) ip_bin();
+        argv[n++] = "netns";
+        argv[n++] = "exec";
+        argv[n++] = o.netns[ns % o.nnetns];
+    }
+    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    return h_spawn(p, argv);
+}
+
+static bool read_word(h_proc_t *p, const char *word, char *line, size_t n, int timeout_ms) {
+    if (!h_read_line(p, line, n, timeout_ms)) {
+        fprintf(stderr, "ar_bench: no '%s' from pid %d\n", word, (int) p->pid);
+        return false;
+    }
+    if (strncmp(line, word, strlen(word)) != 0) {
+        fprintf(stderr, "ar_bench: pid %d said '%s' (wanted %s)\n", (int) p->pid, line, word);
+        return false;
+    }
+    return true;
+}
+
+static bool update_all(void) {
+    char line[128];
+    bool ok = true;
+    for (int i = 0; i < npeers; i++) h_send(&peer[i], "update");
+    for (int i = 0; i < npeers; i++) ok = read_word(&peer[i], "update", line, sizeof line, 60000) && atoi(line + 7) == 0 && ok;
+    return ok;
+}
+
+static bool add_peer(int slot) {
+    char addr[64], pool[16];
+    snprintf(addr, sizeof addr, "%s:%d", master_ip, port);
+    snprintf(pool, sizeof pool, "%d", o.pool);
+    char *args[] = {(char *) o.peer_bin, addr, pool, NULL};
+    h_proc_t *p = &peer[npeers];
+    /* Peers' logs (warnings after kills) go nowhere, or to AR_BENCH_PEER_LOG.N when set. */
+    static char logpath[256];
+    static int nlogs;
+    const char *logdir = getenv("AR_BENCH_PEER_LOG");
+    if (logdir != NULL) snprintf(logpath, sizeof logpath, "%s.%d", logdir, nlogs++);
+    h_stderr_path = logdir != NULL ? logpath : "/dev/null";
+    if (!spawn_in(p, slot, args) || !h_send(p, "connect")) return false;
+    char line[128];
+    bool in = npeers == 0 && h_read_line(p, line, sizeof line, 30000);
+    for (int k = 0; !in && k < 100; k++)
+        if (update_all()) in = h_read_line(p, line, sizeof line, k < 10 ? 200 : 1000);
+    if (!in || strcmp(line, "connect 0") != 0) {
+        fprintf(stderr, "ar_bench: a peer could not join: %s\n", in ? line : "(no answer)");
+        return false;
+    }
+    npeers++;
+    return true;
+}
+
+static bool start(void) {
+    char listen[48];
+    if (o.ip != NULL) snprintf(master_ip, sizeof master_ip, "%s1", o.ip);
+    snprintf(listen, sizeof listen, "%s:0", master_ip);
+    char *args[] = {(char *) o.master_bin, "--listen", listen, "--log-level", "error", NULL};
+    if (!spawn_in(&master, 0, args)) return false;
+    char line[256];
+    if (!h_read_line(&master, line, sizeof line, 20000)) return false;
+    const char *colon = strrchr(line, ':');
+    port = colon ? atoi(colon + 1) : 0;
+    if (port <= 0) return false;
+    for (int i = 0; i < o.peers; i++)
+        if (!add_peer(i)) return false;
+    return true;
+}
+
+static void stop(void) {
+    for (int i = 0; i < npeers; i++) h_send(&peer[i], "quit");
+    for (int i = 0; i < npeers; i++) h_wait(&peer[i], 10000);
+    h_kill(&master, SIGTERM);
+    h_wait(&master, 5000);
+}
+
+static int busbw(void) {
+    for (int s = 0; s < o.nsizes; s++) {
+        size_t count = (size_t) (o.sizes[s] * 1048576.0 / 4.0);
+        char cmd[128], line[256];
+        snprintf(cmd, sizeof cmd, "bench %llu %zu %d %d %d", next_tag, count, o.warmup, o.iters, o.quant);
+        next_tag += (unsigned long long) (o.warmup + o.iters);
+        for (int i = 0; i < npeers; i++) h_send(&peer[i], cmd);
+        uint64_t med = 0, min = 0;
+        for (int i = 0; i < npeers; i++) {
+            int r;
+            unsigned long long m, n;
+            if (!read_word(&peer[i], "bench", line, sizeof line, 600000) ||
+                sscanf(line, "bench %d %llu %llu", &r, &m, &n) != 3 || r != 0) {
+                fprintf(stderr, "ar_bench: bench failed: %s\n", line);
+                return 1;
+            }
+            if (m > med) med = m; /* the slowest peer's median: the op is collective */
+            if (n > min) min = n;
+        }
+        printf("busbw %g %" PRIu64 " %" PRIu64 "\n", o.sizes[s], med, min);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+static int failure(void) {
+    size_t count = (size_t) (o.mib * 1048576.0 / 4.0);
+    char cmd[64], line[256];
+    snprintf(cmd, sizeof cmd, "bench %llu %zu 1 5 0", next_tag, count);
+    next_tag += 6;
+    uint64_t op_med = 0;
+    for (int i = 0; i < npeers; i++) h_send(&peer[i], cmd);
+    for (int i = 0; i < npeers; i++) {
+        unsigned long long m, n;
+        int r;
+        if (!read_word(&peer[i], "bench", line, sizeof line, 120000) || sscanf(line, "bench %d %llu %llu", &r, &m, &n) != 3)
+            return 1;
+        if (m > op_med) op_med = m;
+    }
+    uint64_t lat[256];
+    int nlat = 0;
+    srand(4242);
+    for (int t = 0; t < o.trials * 3 && nlat < o.trials; t++) {
+        snprintf(cmd, sizeof cmd, "arg %llu %zu", next_tag++, count);
+        for (int i = 0; i < npeers; i++) h_send(&peer[i], cmd);
+        for (int i = 0; i < npeers; i++)
+            if (!read_word(&peer[i], "go", line, sizeof line, 60000)) return 1;
+        usleep((useconds_t) ((uint64_t) rand() % (op_med * 8 / 10 + 1)));
+        int victim = rand() % npeers;
+        h_kill(&peer[victim], SIGKILL);
+        uint64_t t_kill = now_us();
+        h_wait(&peer[victim], 5000);
+        for (int k = victim; k + 1 < npeers; k++) peer[k] = peer[k + 1];
+        npeers--;
+        uint64_t worst = 0;
+        int failed = 0;
+        for (int i = 0; i < npeers; i++) {
+            int r;
+            unsigned long long call, end;
+            if (!read_word(&peer[i], "ar", line, sizeof line, 30000) || sscanf(line, "ar %d %llu %llu", &r, &call, &end) != 3)
+                return 1;
+            failed += r != 0;
+            if (end > t_kill && end - t_kill > worst) worst = end - t_kill;
+        }
+        if (failed == npeers) lat[nlat++] = worst; /* else the kill came after the outcome: not counted */
+        bool up = false;
+        for (int k = 0; k < 10 && !up; k++) up = update_all();
+        if (!up || !add_peer(victim)) return 1;
+    }
+    if (nlat == 0) return 1;
+    qsort(lat, (size_t) nlat, sizeof lat[0], cmp_u64);
+    printf("failure %.3f %.3f %.3f %d\n", (double) lat[nlat / 2] / 1e3, (double) lat[nlat - 1] / 1e3,
+           (double) op_med / 1e3, nlat);
+    return 0;
+}
+
+static void split(char *s, char **out, int *n, int max) {
+    *n = 0;
+    for (char *t = strtok(s, ","); t != NULL && *n < max; t = strtok(NULL, ",")) out[(*n)++] = t;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: ar_bench MASTER_BIN PEER_BIN busbw|failure [options]\n");
+        return 2;
+    }
+    o.master_bin = argv[1];
+    o.peer_bin = argv[2];
+    for (int i = 4; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (strcmp(a, "--quant") == 0) {
+            o.quant = 1;
+            continue;
+        }
+        i++;
+        if (strcmp(a, "--peers") == 0) o.peers = atoi(v);
+        else if (strcmp(a, "--warmup") == 0) o.warmup = atoi(v);
+        else if (strcmp(a, "--iters") == 0) o.iters = atoi(v);
+        else if (strcmp(a, "--pool") == 0) o.pool = atoi(v);
+        else if (strcmp(a, "--trials") == 0) o.trials = atoi(v);
+        else if (strcmp(a, "--mib") == 0) o.mib = atof(v);
+        else if (strcmp(a, "--ip") == 0) o.ip = v;
+        else if (strcmp(a, "--netns") == 0) split(argv[i], o.netns, &o.nnetns, MAXP);
+        else if (strcmp(a, "--sizes") == 0) {
+            char *t[16];
+            split(argv[i], t, &o.nsizes, 16);
+            for (int k = 0; k < o.nsizes; k++) o.sizes[k] = atof(t[k]);
+        } else {
+            fprintf(stderr, "ar_bench: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (o.peers < 2 || o.peers > MAXP || o.trials > 256) return 2;
+    h_init(900);
+    if (!start()) {
+        fprintf(stderr, "ar_bench: could not start the master and %d peers\n", o.peers);
+        return 1;
+    }
+    int rc = strcmp(argv[3], "failure") == 0 ? failure() : busbw();
+    stop();
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* ar_bench_peer: a PCCL peer for the all-reduce benchmarks, driven line by line on stdin
+ * (public API only). Usage: ar_bench_peer MASTER_HOST:PORT [POOL_SIZE]
+ *   connect                 -> "connect RESULT"
+ *   update                  -> "update RESULT"
+ *   bench TAG COUNT WARMUP ITERS QUANT
+ *                           -> "bench RESULT MEDIAN_US MIN_US"  float32 Sum all-reduces of COUNT
+ *                              elements with tags TAG, TAG+1, ... (every peer must use the same
+ *                              ones; QUANT 1: min-max to uint8 on the wire)
+ *   arg TAG COUNT           -> "go", then "ar RESULT CALL_US END_US"  one all-reduce; END_US is
+ *                              CLOCK_MONOTONIC at its return (failure-latency runs)
+ *   quit                    -> "bye" */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pccl.h"
+
+static uint64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+static bool parse_addr(const char *s, ccoip_socket_address_t *out) {
+    unsigned a, b, c, d, port;
+    if (sscanf(s, "%u.%u.%u.%u:%u", &a, &b, &c, &d, &port) != 5 || a > 255 || b > 255 || c > 255 || d > 255 ||
+        port > 65535)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->inet.protocol = inetIPv4;
+    out->inet.ipv4 = (ccoip_ipv4_address_t){{(uint8_t) a, (uint8_t) b, (uint8_t) c, (uint8_t) d}};
+    out->port = (uint16_t) port;
+    return true;
+}
+
+static uint64_t next_tag = 1;
+
+static pcclResult_t one(pcclComm_t *comm, float *send, float *recv, size_t count, int quant) {
+    pcclReduceDescriptor_t d;
+    memset(&d, 0, sizeof d);
+    d.count = count;
+    d.op = pcclSum;
+    d.tag = next_tag++;
+    d.src_descriptor.datatype = pcclFloat;
+    if (quant) {
+        d.quantization_options.quantized_datatype = pcclUint8;
+        d.quantization_options.algorithm = pcclQuantMinMax;
+    }
+    return pcclAllReduce(send, recv, &d, comm, NULL);
+}
+
+static float *buffer(size_t count) {
+    float *p = malloc(count * sizeof *p);
+    if (p == NULL) {
+        fprintf(stderr, "ar_bench_peer: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < count; i++) p[i] = (float) (i % 251) * 0.25f; /* also touches every page */
+    return p;
+}
+
+int main(int argc, char **argv) {
+    pcclCommCreateParams_t params;
+    memset(&params, 0, sizeof params);
+    if (argc < 2 || !parse_addr(argv[1], &params.master_address)) {
+        fprintf(stderr, "usage: ar_bench_peer MASTER_IP:PORT [POOL_SIZE]\n");
+        return 2;
+    }
+    params.p2p_connection_pool_size = argc > 2 ? (uint32_t) atoi(argv[2]) : 1;
+    if (pcclInit() != pcclSuccess) return 1;
+    pcclComm_t *comm;
+    if (pcclCreateCommunicator(&params, &comm) != pcclSuccess) return 1;
+    char line[256];
+    while (fgets(line, sizeof line, stdin) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        size_t count;
+        int warmup, iters, quant = 0;
+        unsigned long long tag;
+        if (strcmp(line, "connect") == 0) {
+            printf("connect %d\n", (int) pcclConnect(comm));
+        } else if (strcmp(line, "update") == 0) {
+            printf("update %d\n", (int) pcclUpdateTopology(comm));
+        } else if (sscanf(line, "bench %llu %zu %d %d %d", &tag, &count, &warmup, &iters, &quant) == 5 && iters > 0 &&
+                   iters <= 1000) {
+            float *send = buffer(count), *recv = buffer(count);
+            next_tag = tag;
+            pcclResult_t r = pcclSuccess;
+            for (int i = 0; i < warmup && r == pcclSuccess; i++) r = one(comm, send, recv, count, quant);
+            uint64_t t[1000];
+            int done = 0;
+            for (; done < iters && r == pcclSuccess; done++) {
+                uint64_t t0 = now_us();
+                r = one(comm, send, recv, count, quant);
+                t[done] = now_us() - t0;
+            }
+            qsort(t, (size_t) done, sizeof t[0], cmp_u64);
+            printf("bench %d %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
+                   done ? (unsigned long long) t[0] : 0ull);
+            free(send);
+            free(recv);
+        } else if (sscanf(line, "arg %llu %zu", &tag, &count) == 2) {
+            float *send = buffer(count), *recv = buffer(count);
+            next_tag = tag;
+            printf("go\n");
+            fflush(stdout);
+            uint64_t t0 = now_us();
+            pcclResult_t r = one(comm, send, recv, count, 0);
+            uint64_t t1 = now_us();
+            printf("ar %d %llu %llu\n", (int) r, (unsigned long long) (t1 - t0), (unsigned long long) t1);
+            free(send);
+            free(recv);
+        } else if (strcmp(line, "quit") == 0) {
+            break;
+        } else {
+            printf("unknown %s\n", line);
+        }
+        fflush(stdout);
+    }
+    pcclDestroyCommunicator(comm);
+    printf("bye\n");
+    fflush(stdout);
+    return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/python3
+"""gloo_bench.py RANK WORLD ADDR PORT SIZES_MIB ITERS: torch.distributed all_reduce (backend gloo,
+float32 Sum) of each size; rank 0 prints "gloo SIZE_MIB MEDIAN_US MIN_US" per size. The baseline
+that ar_bench's PCCL figures are compared with, measured in the same run."""
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+rank, world, addr, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+sizes = [float(s) for s in sys.argv[5].split(",")]
+iters = int(sys.argv[6])
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+                        timeout=timedelta(seconds=300))
+for mib in sizes:
+    t = torch.ones(int(mib * 1048576 / 4), dtype=torch.float32)
+    dist.all_reduce(t)  # warm-up
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    if rank == 0:
+        print(f"gloo {mib:g} {times[len(times) // 2] * 1e6:.0f} {times[0] * 1e6:.0f}", flush=True)
+dist.destroy_process_group()

@@ -1,0 +1,99 @@
+# netns_lib.sh: sourced by the shaped-network benchmarks. Hosts h0..hN-1 in network namespaces,
+# one veth each into a bridge in a "switch" namespace, 10.77.0.(i+1)/24; nothing in the root
+# namespace. Shaping per /work/shared/NETWORK.md: tbf on each host's egress and on its switch
+# port (the host's ingress), burst = max(1 ms at the rate, 16000 bytes) with gso_max_size capped
+# at 0.9 x burst (smaller bursts make tbf split GSO batches in software and starve the CPU).
+# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic).
+
+NS_PREFIX=${NS_PREFIX:-arb$$}
+NS_HOSTS=""
+NS_DELAY_PIDS=""
+
+ns_name() { echo "${NS_PREFIX}h$1"; }
+
+# ns_setup N RATE_MBIT: creates the hosts; returns non-zero (after cleaning up) when it cannot.
+ns_setup() {
+    n=$1 rate=$2
+    burst=$(( rate * 1000000 / 8 / 1000 )); [ $burst -lt 16000 ] && burst=16000
+    gso=$(( burst * 9 / 10 ))
+    ip netns add "${NS_PREFIX}sw" 2>/dev/null || return 1
+    NS_HOSTS="${NS_PREFIX}sw"
+    ip -n "${NS_PREFIX}sw" link add br0 type bridge || return 1
+    ip -n "${NS_PREFIX}sw" link set br0 up
+    i=0
+    while [ $i -lt "$n" ]; do
+        h=$(ns_name $i)
+        ip netns add "$h" || return 1
+        NS_HOSTS="$NS_HOSTS $h"
+        ip link add eth0 netns "$h" type veth peer name "p$i" netns "${NS_PREFIX}sw" || return 1
+        ip -n "${NS_PREFIX}sw" link set "p$i" master br0
+        ip -n "${NS_PREFIX}sw" link set "p$i" up
+        ip -n "$h" addr add "10.77.0.$((i + 1))/24" dev eth0
+        ip -n "$h" link set eth0 gso_max_size $gso 2>/dev/null
+        ip -n "${NS_PREFIX}sw" link set "p$i" gso_max_size $gso 2>/dev/null
+        ip -n "$h" link set eth0 up
+        ip -n "$h" link set lo up
+        tc -n "$h" qdisc add dev eth0 root tbf rate "${rate}mbit" burst $burst latency 200ms || return 1
+        tc -n "${NS_PREFIX}sw" qdisc add dev "p$i" root tbf rate "${rate}mbit" burst $burst latency 200ms || return 1
+        i=$((i + 1))
+    done
+    return 0
+}
+
+# ns_impair DELAY_MS LOSS: on every host's ingress, hold each packet DELAY_MS (nfq_delay on
+# NFQUEUE i) and drop a fraction LOSS (e.g. 0.001) at random.
+ns_impair() {
+    delay=$1 loss=$2 i=0
+    for h in $NS_HOSTS; do
+        case $h in *sw) continue;; esac
+        if [ "$loss" != 0 ]; then
+            ip netns exec "$h" iptables -t raw -A PREROUTING -i eth0 -m statistic --mode random \
+                --probability "$loss" -j DROP || return 1
+        fi
+        if [ "$delay" != 0 ]; then
+            ip netns exec "$h" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num $i || return 1
+            ip netns exec "$h" "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
+            NS_DELAY_PIDS="$NS_DELAY_PIDS $!"
+        fi
+        i=$((i + 1))
+    done
+    sleep 0.3
+}
+
+ns_cleanup() {
+    for p in $NS_DELAY_PIDS; do kill "$p" 2>/dev/null; done
+    for h in $NS_HOSTS; do
+        ip netns pids "$h" 2>/dev/null | while read -r p; do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$h" 2>/dev/null
+    done
+    NS_HOSTS=""
+}
+
+# ns_tcp FROM TO MIB: raw single-stream TCP goodput (MB/s) from host FROM to host TO.
+ns_tcp() {
+    fifo=$(mktemp -u)
+    mkfifo "$fifo"
+    ip netns exec "$(ns_name $2)" "$TCP_BENCH" server "10.77.0.$(($2 + 1))" > "$fifo" &
+    sp=$!
+    read -r _ port < "$fifo"
+    ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" | awk '{print $2}'
+    wait $sp
+    rm -f "$fifo"
+}
+
+# ns_gloo N SIZES ITERS: gloo ranks on hosts 0..N-1 -> rank 0's lines "gloo SIZE MEDIAN_US MIN_US"
+ns_gloo() {
+    port=$(( 29500 + $$ % 1000 )) r=1
+    while [ $r -lt "$1" ]; do
+        GLOO_SOCKET_IFNAME=eth0 ip netns exec "$(ns_name $r)" /usr/bin/python3 "$GLOO_BENCH" $r "$1" 10.77.0.1 $port "$2" "$3" > /dev/null 2>&1 &
+        r=$((r + 1))
+    done
+    GLOO_SOCKET_IFNAME=eth0 timeout 900 ip netns exec "$(ns_name 0)" /usr/bin/python3 "$GLOO_BENCH" 0 "$1" 10.77.0.1 $port "$2" "$3" 2>/dev/null
+    wait
+}
+
+ns_list() { # N -> "h0,h1,..."
+    out="" i=0
+    while [ $i -lt "$1" ]; do out="$out${out:+,}$(ns_name $i)"; i=$((i + 1)); done
+    echo "$out"
+}
