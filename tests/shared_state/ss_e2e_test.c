@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(r[0].tx, 0);
     CHECK_EQ_U64(r[0].rx, SMALL);
     CHECK_EQ_U64(r[2].rx, SMALL);
-    CHECK_EQ_U64(r[1].tx + r[3].tx, 2 * SMALL);
+    CHECK_EQ_U64(r[1].tx + r[2].tx + r[3].tx, 2 * SMALL);
     /* SEND_ONLY with the popular content: serves, never receives. */
     strat[0] = PCCL_SHARED_STATE_SYNC_STRATEGY_SEND_ONLY;
     ss_cmd(p[3], line, sizeof line, "corrupt 2");
