@@ -110,18 +110,19 @@ static inline void ad_drop(ad_t *a, int i) {
     a->n--;
 }
 
-/* quit every peer; each must print "bye FDS THREADS" with no thread left but main and no more
- * descriptors than base_fds (what the process held before it created the communicator). */
-static inline int ad_stop(ad_t *a, int base_fds) {
+/* quit every peer; each must print "bye FDS THREADS BASE_FDS BASE_THREADS" with no more
+ * descriptors and threads than it had before it created the communicator. */
+static inline int ad_stop(ad_t *a) {
     int leaks = 0;
     ad_all(a, "quit");
     for (int i = 0; i < a->n; i++) {
         char line[128];
-        int fds = -1, threads = -1;
-        if (ad_read(&a->peers[i], "bye", line, sizeof line, 20000)) sscanf(line, "bye %d %d", &fds, &threads);
-        if (fds > base_fds || threads != 1) {
-            fprintf(stderr, "async_driver: peer %d left %d descriptors (base %d) and %d threads\n", i, fds, base_fds,
-                    threads);
+        int fds = -1, threads = -1, base_fds = 0, base_threads = 0;
+        if (ad_read(&a->peers[i], "bye", line, sizeof line, 20000))
+            sscanf(line, "bye %d %d %d %d", &fds, &threads, &base_fds, &base_threads);
+        if (fds < 0 || fds > base_fds || threads > base_threads) {
+            fprintf(stderr, "async_driver: peer %d left %d descriptors (had %d) and %d threads (had %d)\n", i, fds,
+                    base_fds, threads, base_threads);
             leaks++;
         }
         h_wait(&a->peers[i], 10000);

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
             CHECK(sscanf(line, "async %d %d %zu %63s %d", &nfail, &err, &nbad, hash, &world) == 5);
             CHECK(nfail == 0 && nbad == 0 && world == 3);
         }
-        CHECK(ad_stop(&a, 3) == 0);
+        CHECK(ad_stop(&a) == 0);
     }
     printf("async_kill_test: every survivor handle failed within %ld ms of the SIGKILL (worst of 3)\n", worst);
     printf("async_kill_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);

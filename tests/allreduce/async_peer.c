@@ -8,18 +8,20 @@
  * byte of the command, so the driver compares all bytes across peers):
  *   connect | update                -> "connect R" | "update R"
  *   links                           -> "links NTX NRX" (pool streams each way)
- *   async K COUNT MASK              -> "started" once the K ops are queued, then
- *                                      "async NFAIL FIRSTERR NBAD HASH MAXWORLD"
+ *   async K COUNT MASK [U]          -> "started" once the K ops are queued, then
+ *                                      "async NFAIL FIRSTERR NBAD HASH MAXWORLD" (U=1: all float32 Sum)
  *   misuse MASK                     -> "misuse R17 RREUSE RUPD RPEND RAWAIT NFAIL NBAD"
  *   multi K COUNT MAXIF FULL SURV   -> "multistart", then "multi R NBAD WORLD HASH TX NFULL NSURV"
  *                                      (each op must equal the reduction over FULL or over SURV)
  *   quant SEED TRIALS NPEERS FILE   -> "quant NFAIL NBAD NCLASS NWRONG TXQ TXPLAIN" (results appended to FILE)
  *   cache                           -> "cache SYSTEM_ALLOCS" (staging blocks obtained from the system)
  *   res                             -> "res FDS THREADS"
- *   quit                            -> "bye FDS THREADS" after pcclDestroyCommunicator */
+ *   quit                            -> "bye FDS THREADS BASE_FDS BASE_THREADS" after
+ *                                      pcclDestroyCommunicator (BASE: at start, before pcclInit) */
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +50,12 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* Op j of a batch: its dtype, op and element size. */
-static pcclDataType_t kind_dtype(int j) { return j % 3 == 0 ? pcclFloat : j % 3 == 1 ? pcclInt32 : pcclDouble; }
-static pcclRedOp_t kind_op(int j) { return j % 3 == 2 ? pcclMax : pcclSum; }
+/* Op j of a batch: its dtype and op (uniform: every op float32 Sum, one buffer shape). */
+static bool uniform;
+static pcclDataType_t kind_dtype(int j) {
+    return uniform || j % 3 == 0 ? pcclFloat : j % 3 == 1 ? pcclInt32 : pcclDouble;
+}
+static pcclRedOp_t kind_op(int j) { return !uniform && j % 3 == 2 ? pcclMax : pcclSum; }
 
 static double in_val(int peer, uint64_t tag, size_t i) {
     return (double) ((peer * 31 + (int) (tag % 1000) * 17 + (int) (i % 4099)) % 64) - 32;
@@ -193,12 +198,19 @@ static void do_multi(pcclComm_t *comm, int k, size_t count, int maxif, unsigned 
            info.tx_bytes, nfull, nsurv);
 }
 
+static void *nothing(void *arg) { return arg; }
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: async_peer MASTER_PORT IDX POOL\n");
         return 2;
     }
     idx = atoi(argv[2]);
+    /* Before the library starts anything. A sanitizer runtime starts a thread of its own with the
+     * first pthread_create: one dummy thread first, so that it is counted in the base. */
+    pthread_t dummy;
+    if (pthread_create(&dummy, NULL, nothing, NULL) == 0) pthread_join(dummy, NULL);
+    int base_fds = count_dir("/proc/self/fd") - 1, base_threads = count_dir("/proc/self/task");
     pcclCommCreateParams_t params;
     memset(&params, 0, sizeof params);
     params.master_address.inet.protocol = inetIPv4;
@@ -224,7 +236,11 @@ int main(int argc, char **argv) {
             ccoip_comm_links(comm, &l);
             printf("links %u %u\n", l.ntx, l.nrx);
         } else if (sscanf(line, "async %d %zu %x", &k, &count, &mask) == 3 && k > 0 && k <= MAXK) {
+            int u = 0;
+            sscanf(line, "async %*d %*u %*x %d", &u);
+            uniform = u != 0;
             do_async(comm, k, count, mask);
+            uniform = false;
         } else if (sscanf(line, "misuse %x", &mask) == 1) {
             do_misuse(comm, mask);
         } else if (sscanf(line, "multi %d %zu %d %x %x", &k, &count, &maxif, &full, &surv) == 5 && k > 0 &&
@@ -248,7 +264,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     pcclDestroyCommunicator(comm);
-    printf("bye %d %d\n", count_dir("/proc/self/fd") - 1, count_dir("/proc/self/task"));
+    printf("bye %d %d %d %d\n", count_dir("/proc/self/fd") - 1, count_dir("/proc/self/task"), base_fds, base_threads);
     fflush(stdout);
     return 0;
 }

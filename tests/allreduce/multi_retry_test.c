@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         CHECK(m[i].r == 0 && m[i].nbad == 0 && m[i].world == 3 && m[i].nfull == 12);
         CHECK(strcmp(m[i].hash, m[0].hash) == 0);
     }
-    CHECK(ad_stop(&a, 3) == 0);
+    CHECK(ad_stop(&a) == 0);
 
     /* 2 */
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 2)) return 1;
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     }
     printf("multi_retry_test: kill at %ld ms: %d ops done by 4, %d retried by 3, survivors done %ld ms after the kill\n",
            tkill - t0, m[0].nfull, m[0].nsurv, ad_now_ms() - tkill);
-    CHECK(ad_stop(&a, 3) == 0);
+    CHECK(ad_stop(&a) == 0);
 
     /* 3 */
     if (!ad_start(&a, argv[1], argv[2], 2, NULL, 1)) return 1;
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     CHECK(read_multi(&a.peers[0], &m[0]));
     CHECK(m[0].r == 5 && m[0].world == 1); /* pcclTooFewPeers */
     if (m[0].r != 5) fprintf(stderr, "multi_retry_test: lone survivor: r=%d world=%d\n", m[0].r, m[0].world);
-    CHECK(ad_stop(&a, 3) == 0);
+    CHECK(ad_stop(&a) == 0);
 
     printf("multi_retry_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);
     return check_failures ? 1 : 0;

@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     remove(path[0]);
     printf("quant_e2e_test: 1000 quantized all-reduces on 4 peers, %ld result bytes identical; tx float32->uint8 %llu "
            "vs plain %llu bytes (%.3f)\n", size, txq, txp, txp ? (double) txq / (double) txp : 0.0);
-    CHECK(ad_stop(&a, 3) == 0);
+    CHECK(ad_stop(&a) == 0);
     printf("quant_e2e_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);
     return check_failures ? 1 : 0;
 }
