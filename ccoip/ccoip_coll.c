@@ -24,6 +24,7 @@
 
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_socket.h"
+#include "ccoip/pccl_device.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
 #include "threadpark/threadpark.h"
@@ -214,6 +215,23 @@ static bool await_reply(pcclComm_t *comm, ccoip_op_t *op, bool done, ccoip_packe
 
 static const char *op_name(const ccoip_op_t *op) { return op->async ? "pcclAllReduceAsync" : "pcclAllReduce"; }
 
+/* The ring over the op's buffers; device buffers go through a pinned host block (pccl_device.h). */
+static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, reduce_ring_stats_t *stats) {
+    const pcclReduceDescriptor_t *d = &op->desc;
+    pcclDataType_t dt = d->src_descriptor.datatype;
+    if (pccl_buffers_kind(op->sendbuf, op->recvbuf) != PCCL_BUFFERS_DEVICE)
+        return reduce_ring_allreduce(rp, op->sendbuf, op->recvbuf, d->count, dt, d->op, stats);
+    pccl_device_op_t dev;
+    reduce_cache_t *pinned = pccl_pinned_cache(&comm->pinned, &comm->pinned_lock);
+    if (pccl_device_begin(&dev, pinned, op->sendbuf, op->recvbuf, d->count, reduce_dtype_size(dt), rp->rank,
+                          rp->world_size) != pcclSuccess)
+        return REDUCE_ESTAGE;
+    rp->stage = &dev.hooks;
+    int rc = reduce_ring_allreduce(rp, dev.host, dev.host, d->count, dt, d->op, stats);
+    if (!pccl_device_end(&dev, rc == REDUCE_OK) && rc == REDUCE_OK) rc = REDUCE_ESTAGE;
+    return rc;
+}
+
 void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
     const pcclReduceDescriptor_t *d = &op->desc;
     memset(&op->info, 0, sizeof op->info);
@@ -249,9 +267,7 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
         pthread_mutex_lock(&comm->colls.lock);
         bool ready = streams_ready(comm, op, &rp.next, &rp.prev);
         pthread_mutex_unlock(&comm->colls.lock);
-        if (ready)
-            rc = reduce_ring_allreduce(&rp, op->sendbuf, op->recvbuf, d->count, d->src_descriptor.datatype, d->op,
-                                       &stats);
+        if (ready) rc = run_ring(comm, op, &rp, &stats);
     }
     turn_release(comm, op);
     if (rc != REDUCE_OK) {

@@ -119,6 +119,9 @@ struct pcclComm_t {
      * first use after each topology round; `cache` holds the staging blocks. */
     ccoip_colls_t colls;
     reduce_cache_t *cache;
+    /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
+    reduce_cache_t *pinned;
+    pthread_mutex_t pinned_lock;
 };
 
 /* ccoip_coll.c */

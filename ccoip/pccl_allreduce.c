@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ccoip/ccoip_peer_int.h"
+#include "ccoip/pccl_device.h"
 #include "ccoip/pccl_internal.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
@@ -46,6 +47,10 @@ pcclResult_t pccl_allreduce_precheck(const char *fn, const void *sendbuf, const 
     }
     pcclResult_t res = check_descriptor(fn, d);
     if (res != pcclSuccess) return res;
+    if (pccl_buffers_kind(sendbuf, recvbuf) == PCCL_BUFFERS_MIXED) {
+        LOG_ERROR(MOD, "%s: sendbuf and recvbuf must both be host memory or both CUDA device memory", fn);
+        return pcclInvalidArgument;
+    }
     if (!atomic_load(&comm->accepted)) {
         LOG_ERROR(MOD, "%s: the communicator is not connected (pcclConnect first)", fn);
         return pcclInvalidUsage;

@@ -50,6 +50,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     pthread_mutex_init(&c->mail_lock, NULL);
     pthread_mutex_init(&c->p2p.lock, NULL);
     ccoip_colls_init(c);
+    pthread_mutex_init(&c->pinned_lock, NULL);
     ccoip_abort_init(&c->aborts);
     c->cache = reduce_cache_create();
     if (c->cache == NULL) {
@@ -127,6 +128,8 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     pthread_mutex_destroy(&comm->p2p.lock);
     ccoip_colls_free(comm);
     reduce_cache_destroy(comm->cache);
+    reduce_cache_destroy(comm->pinned);
+    pthread_mutex_destroy(&comm->pinned_lock);
     free(comm);
     return pcclSuccess;
 }

@@ -8,11 +8,13 @@ set -eu
 cd "$(dirname "$0")/.."
 NVCC=/usr/local/cuda/bin/nvcc # fixed by cuda/cuda.bzl
 [ -x "$NVCC" ] || { echo "gpu_pack: no nvcc at $NVCC: cannot build the CUDA flavour" >&2; exit 1; }
-bazel build --config=cuda //tests/cuda:cuda_table_test //tests/cuda:simplehash_gpu_test //bench/cuda:cuda_bench
+tests="cuda_table_test simplehash_gpu_test device_allreduce_test device_shared_state_test"
+bazel build --config=cuda $(for t in $tests; do printf '//tests/cuda:%s ' "$t"; done) //bench/cuda:cuda_bench //ccoip:pccl-master
 bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 rm -rf build/gpu
 mkdir -p build/gpu
-cp -f "$bin/tests/cuda/cuda_table_test" "$bin/tests/cuda/simplehash_gpu_test" "$bin/bench/cuda/cuda_bench" build/gpu/
+for t in $tests; do cp -f "$bin/tests/cuda/$t" build/gpu/; done
+cp -f "$bin/bench/cuda/cuda_bench" "$bin/ccoip/pccl-master" build/gpu/
 cp -f bench/cuda/torch_sum.py build/gpu/
 cp -f tools/gpu_run_tests.sh build/gpu/run_tests.sh
 cp -f tools/gpu_run_bench.sh build/gpu/run_bench.sh

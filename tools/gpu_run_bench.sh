@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_bench.sh [DIR] (packed into build/gpu by tools/gpu_pack.sh): torch.sum timings (when torch
 # is there), then cuda_bench, whose rows go to DIR/cuda_results.csv (default bench/out) under
-# the header name,value,unit,baseline,ratio, and as a table on stdout.
+# the header name,value,unit,baseline,ratio, and as a table on stdout; then device- against
+# host-buffer all-reduce bus bandwidth (device_allreduce_test --bench).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-bench/out}
@@ -17,5 +18,7 @@ else
 fi
 echo "name,value,unit,baseline,ratio" > "$out"
 "$here/cuda_bench" --torch "$tmp/torch.txt" >> "$out"
+"$here/device_allreduce_test" "$here/pccl-master" --bench | grep '^device_allreduce' >> "$out" ||
+    echo "device_allreduce_test --bench failed: no device all-reduce rows" >&2
 column -s, -t < "$out" 2>/dev/null || cat "$out"
 echo "wrote $out"

@@ -19,6 +19,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 [ $gpu = yes ] || echo "no GPU found (nvidia-smi): the tests will say skipped"
 run cuda_table_test "$here/cuda_table_test"
 run simplehash_gpu_test "$here/simplehash_gpu_test"
+run device_allreduce_test "$here/device_allreduce_test" "$here/pccl-master"
+run device_shared_state_test "$here/device_shared_state_test" "$here/pccl-master"
 san=$(command -v compute-sanitizer 2>/dev/null || true)
 [ -z "$san" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && san=/usr/local/cuda/bin/compute-sanitizer
 if [ $gpu = yes ] && [ -n "$san" ]; then

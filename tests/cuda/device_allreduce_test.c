@@ -1,0 +1,303 @@
+/* All-reduce of CUDA device buffers between peer processes on one GPU, through the real
+ * pccl-master:
+ *   device_allreduce_test MASTER_BIN [--bench]
+ * The driver starts the master and NPEERS copies of itself ("peer" mode); each peer all-reduces
+ * device buffers (float32 and bfloat16; Sum and Avg; 1 element to 64 MiB; separate and in-place
+ * buffers), copies the result back and checks it: equal to the same all-reduce over host
+ * buffers, bit for bit; for Sum, equal to the exact expected values (small integers, exact in
+ * both types); and the driver compares every peer's result hash. A host/device mix is refused.
+ * --bench: two peers time device- and host-buffer all-reduces of 64 and 256 MiB float32 and print
+ * CSV rows (name,value,unit,baseline,ratio) with the host-buffer figure as the baseline.
+ * Without CUDA built in, or without a GPU, it prints "skipped: no GPU" and passes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/cuda_table.h"
+#include "pccl.h"
+#include "tests/ccoip/harness.h"
+
+#define NPEERS 3
+#define MiB ((size_t) 1 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+static uint64_t fnv(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint16_t float_to_bf16(float f) { /* exact for the small integers used here */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t) (u >> 16);
+}
+
+static float bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t) h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Peer p's element i: a small integer, so every sum is exact in float32 and bfloat16. */
+static float input_value(int p, size_t i) {
+    return (float) ((i * 7 + (size_t) p * 13) % 61);
+}
+
+static void fill(void *buf, pcclDataType_t dt, int p, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        float v = input_value(p, i);
+        if (dt == pcclFloat) ((float *) buf)[i] = v;
+        else ((uint16_t *) buf)[i] = float_to_bf16(v);
+    }
+}
+
+static float element(const void *buf, pcclDataType_t dt, size_t i) {
+    return dt == pcclFloat ? ((const float *) buf)[i] : bf16_to_float(((const uint16_t *) buf)[i]);
+}
+
+static pcclComm_t *peer_connect(int port, int world) {
+    pcclCommCreateParams_t params;
+    memset(&params, 0, sizeof params);
+    params.master_address.inet.protocol = inetIPv4;
+    params.master_address.inet.ipv4 = (ccoip_ipv4_address_t){{127, 0, 0, 1}};
+    params.master_address.port = (uint16_t) port;
+    pcclComm_t *comm = NULL;
+    if (pcclInit() != pcclSuccess || pcclCreateCommunicator(&params, &comm) != pcclSuccess) return NULL;
+    if (pcclConnect(comm) != pcclSuccess) return NULL;
+    int w = 0;
+    for (int i = 0; i < 200; i++) {
+        if (pcclGetAttribute(comm, PCCL_ATTRIBUTE_GLOBAL_WORLD_SIZE, &w) != pcclSuccess) return NULL;
+        if (w >= world) return comm;
+        if (pcclUpdateTopology(comm) != pcclSuccess) usleep(10000);
+    }
+    return NULL;
+}
+
+typedef struct dcase {
+    pcclDataType_t dt;
+    pcclRedOp_t op;
+    size_t count;
+    int inplace;
+} dcase_t;
+
+/* One case on this peer: prints "case ID HASH" or "case ID FAIL why". */
+static void run_case(const cuda_table_t *cu, pcclComm_t *comm, int id, const dcase_t *c, int p, int world) {
+    size_t esz = c->dt == pcclFloat ? 4 : 2, bytes = c->count * esz;
+    void *h_in = malloc(bytes), *h_host = malloc(bytes), *h_dev = malloc(bytes);
+    void *d_in = NULL, *d_out = NULL;
+    const char *why = NULL;
+    if (!h_in || !h_host || !h_dev || cu->device_alloc(&d_in, bytes) != CUDA_OK ||
+        (!c->inplace && cu->device_alloc(&d_out, bytes) != CUDA_OK)) {
+        why = "allocation";
+        goto done;
+    }
+    if (c->inplace) d_out = d_in;
+    fill(h_in, c->dt, p, c->count);
+    if (cu->memcpy_h2d(d_in, h_in, bytes, NULL) != CUDA_OK) {
+        why = "copy in";
+        goto done;
+    }
+    pcclReduceDescriptor_t d = {c->count, c->op, (uint64_t) id, {c->dt, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
+    pcclReduceInfo_t info;
+    if (pcclAllReduce(d_in, d_out, &d, comm, &info) != pcclSuccess) {
+        why = "device all-reduce";
+        goto done;
+    }
+    if (cu->memcpy_d2h(h_dev, d_out, bytes, NULL) != CUDA_OK) {
+        why = "copy out";
+        goto done;
+    }
+    d.tag = (uint64_t) id + 1000;
+    if (pcclAllReduce(h_in, h_host, &d, comm, NULL) != pcclSuccess) {
+        why = "host all-reduce";
+        goto done;
+    }
+    if (memcmp(h_dev, h_host, bytes) != 0) {
+        why = "device result differs from the host-buffer result";
+        goto done;
+    }
+    if (info.local_world_size != (uint32_t) world) {
+        why = "reduce info world size";
+        goto done;
+    }
+    for (size_t i = 0; i < c->count && c->op == pcclSum; i++) {
+        float want = 0;
+        for (int q = 0; q < world; q++) want += input_value(q, i);
+        if (element(h_dev, c->dt, i) != want) {
+            fprintf(stderr, "peer %d case %d: element %zu is %g, want %g\n", p, id, i, element(h_dev, c->dt, i),
+                    want);
+            why = "wrong sum";
+            goto done;
+        }
+    }
+done:
+    if (why) printf("case %d FAIL %s\n", id, why);
+    else printf("case %d %016" PRIx64 "\n", id, fnv(h_dev, bytes));
+    fflush(stdout);
+    if (d_out != d_in) cu->device_free(d_out);
+    cu->device_free(d_in);
+    free(h_in);
+    free(h_host);
+    free(h_dev);
+}
+
+static const dcase_t cases[] = {
+    {pcclFloat, pcclSum, 1, 0},
+    {pcclFloat, pcclSum, 1000003, 0},
+    {pcclFloat, pcclAvg, 1000003, 0},
+    {pcclBFloat16, pcclSum, 777777, 0},
+    {pcclBFloat16, pcclAvg, 777777, 1},
+    {pcclFloat, pcclSum, 16 * MiB, 1}, /* 64 MiB */
+    {pcclBFloat16, pcclSum, 5, 1},
+};
+#define NCASES ((int) (sizeof cases / sizeof cases[0]))
+
+static double busbw(pcclComm_t *comm, void *send, void *recv, size_t count, int world, uint64_t tag) {
+    pcclReduceDescriptor_t d = {count, pcclSum, tag, {pcclFloat, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
+    if (pcclAllReduce(send, recv, &d, comm, NULL) != pcclSuccess) return -1; /* warm-up */
+    const int iters = 5;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++)
+        if (pcclAllReduce(send, recv, &d, comm, NULL) != pcclSuccess) return -1;
+    double t = (now_s() - t0) / iters;
+    return 2.0 * (world - 1) / world * (double) (count * 4) / t / 1e9;
+}
+
+static int peer_main(int port, int p, int world, int bench) {
+    const cuda_table_t *cu = cuda_table();
+    pcclComm_t *comm = peer_connect(port, world);
+    if (comm == NULL) {
+        printf("FAIL connect\n");
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (!bench) {
+        for (int i = 0; i < NCASES; i++) run_case(cu, comm, i, &cases[i], p, world);
+        /* A host sendbuf with a device recvbuf is refused. */
+        void *d = NULL;
+        float h[16] = {0};
+        pcclReduceDescriptor_t desc = {16, pcclSum, 99, {pcclFloat, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
+        pcclResult_t r = cu->device_alloc(&d, sizeof h) == CUDA_OK ? pcclAllReduce(h, d, &desc, comm, NULL)
+                                                                   : pcclInternalError;
+        printf("mixed %d\n", (int) r);
+        cu->device_free(d);
+    } else {
+        const size_t sizes[] = {64 * MiB, 256 * MiB};
+        for (int s = 0; s < 2; s++) {
+            size_t bytes = sizes[s], count = bytes / 4;
+            void *hs = malloc(bytes), *hr = malloc(bytes), *ds = NULL, *dr = NULL;
+            if (!hs || !hr || cu->device_alloc(&ds, bytes) != CUDA_OK || cu->device_alloc(&dr, bytes) != CUDA_OK) {
+                printf("FAIL bench allocation\n");
+                return 1;
+            }
+            memset(hs, 0, bytes);
+            cu->memcpy_h2d(ds, hs, bytes, NULL);
+            double host = busbw(comm, hs, hr, count, world, 10 + (uint64_t) s);
+            double dev = busbw(comm, ds, dr, count, world, 20 + (uint64_t) s);
+            if (p == 0)
+                printf("row device_allreduce_busbw_%zuMiB_%dp,%.3f,GB/s,%.3f,%.3f\n", bytes / MiB, world, dev, host,
+                       dev / host);
+            cu->device_free(ds);
+            cu->device_free(dr);
+            free(hs);
+            free(hr);
+        }
+    }
+    printf("done\n");
+    fflush(stdout);
+    pcclDestroyCommunicator(comm);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 5 && strcmp(argv[1], "peer") == 0)
+        return peer_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5);
+    const cuda_table_t *cu = cuda_table();
+    int ndev = 0;
+    if (cu == NULL || cu->device_count(&ndev) != CUDA_OK || ndev == 0) {
+        printf("device_allreduce_test: skipped: no GPU%s\n", cu == NULL ? " (CUDA not built in)" : "");
+        return 0;
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: device_allreduce_test MASTER_BIN [--bench]\n");
+        return 2;
+    }
+    int bench = argc > 2 && strcmp(argv[2], "--bench") == 0;
+    int world = bench ? 2 : NPEERS;
+    h_init(bench ? 300 : 180);
+    h_proc_t master, peers[NPEERS];
+    int port = h_start_master(&master, argv[1], NULL);
+    if (port <= 0) {
+        fprintf(stderr, "cannot start the master\n");
+        return 1;
+    }
+    char port_s[16], world_s[16], idx_s[NPEERS][16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(world_s, sizeof world_s, "%d", world);
+    for (int i = 0; i < world; i++) {
+        snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
+        char *args[] = {argv[0], "peer", port_s, idx_s[i], world_s, bench ? "bench" : NULL, NULL};
+        if (!h_spawn(&peers[i], args)) return 1;
+    }
+    int failures = 0;
+    char line[512], first[NCASES][64];
+    for (int i = 0; i < world; i++) {
+        if (!h_read_line(&peers[i], line, sizeof line, 60000) || strcmp(line, "ready") != 0) {
+            fprintf(stderr, "peer %d did not get ready: %s\n", i, line);
+            return 1;
+        }
+    }
+    for (int i = 0; i < world; i++) {
+        for (int n = 0;; n++) {
+            if (!h_read_line(&peers[i], line, sizeof line, 120000)) {
+                fprintf(stderr, "peer %d: no answer\n", i);
+                return 1;
+            }
+            if (strcmp(line, "done") == 0) break;
+            if (strncmp(line, "row ", 4) == 0) {
+                printf("%s\n", line + 4);
+                continue;
+            }
+            int id = -1;
+            char rest[256] = "";
+            if (sscanf(line, "case %d %255[^\n]", &id, rest) == 2 && id >= 0 && id < NCASES) {
+                if (strncmp(rest, "FAIL", 4) == 0) {
+                    fprintf(stderr, "peer %d case %d (dtype %d op %d count %zu): %s\n", i, id, cases[id].dt,
+                            cases[id].op, cases[id].count, rest);
+                    failures++;
+                } else if (i == 0) {
+                    snprintf(first[id], sizeof first[id], "%s", rest);
+                } else if (strcmp(first[id], rest) != 0) {
+                    fprintf(stderr, "case %d: peer %d's result hash %s differs from peer 0's %s\n", id, i, rest,
+                            first[id]);
+                    failures++;
+                }
+            } else if (sscanf(line, "mixed %d", &id) == 1) {
+                if (id != pcclInvalidArgument) {
+                    fprintf(stderr, "peer %d: host/device mix gave %d, want pcclInvalidArgument\n", i, id);
+                    failures++;
+                }
+            } else {
+                fprintf(stderr, "peer %d: %s\n", i, line);
+                failures++;
+            }
+        }
+    }
+    for (int i = 0; i < world; i++) h_wait(&peers[i], 10000);
+    h_kill(&master, 15);
+    h_wait(&master, 5000);
+    if (!bench) printf("device_allreduce_test: %d cases x %d peers, %d failures\n", NCASES, world, failures);
+    return failures ? 1 : 0;
+}
