@@ -53,9 +53,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 /* Op j of a batch: its dtype and op (uniform: every op float32 Sum, one buffer shape). */
 static bool uniform;
 static pcclDataType_t kind_dtype(int j) {
-    return uniform || j % 3 == 0 ? pcclFloat : j % 3 == 1 ? pcclInt32 : pcclDouble;
+    return uniform || j % 4 == 0 || j % 4 == 3 ? pcclFloat : j % 4 == 1 ? pcclInt32 : pcclDouble;
 }
-static pcclRedOp_t kind_op(int j) { return !uniform && j % 3 == 2 ? pcclMax : pcclSum; }
+static pcclRedOp_t kind_op(int j) {
+    return uniform ? pcclSum : j % 4 == 2 ? pcclMax : j % 4 == 3 ? pcclAvg : pcclSum;
+}
 
 static double in_val(int peer, uint64_t tag, size_t i) {
     return (double) ((peer * 31 + (int) (tag % 1000) * 17 + (int) (i % 4099)) % 64) - 32;
@@ -78,15 +80,18 @@ static size_t verify(const void *buf, int j, uint64_t tag, size_t count, unsigne
     for (size_t i = 0; i < count; i++) {
         double s = 0, mx = -1e300;
         int64_t is = 0;
+        int n = 0;
         for (int p = 0; p < 32; p++) {
             if (!(mask >> p & 1)) continue;
+            n++;
             double v = in_val(p, tag, i);
             s += v;
             is += (int64_t) v * 1000 + p;
             if (v + p * 0.5 > mx) mx = v + p * 0.5;
         }
         switch (kind_dtype(j)) {
-        case pcclFloat: bad += ((const float *) buf)[i] != (float) s; break;
+        /* Avg: the float division of the exact sum, correctly rounded either way */
+        case pcclFloat: bad += ((const float *) buf)[i] != (float) (kind_op(j) == pcclAvg ? s / n : s); break;
         case pcclInt32: bad += ((const int32_t *) buf)[i] != (int32_t) is; break;
         default: bad += ((const double *) buf)[i] != mx; break;
         }

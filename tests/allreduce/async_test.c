@@ -1,5 +1,5 @@
 /* async_test: pcclAllReduceAsync / pcclAwaitAsyncReduce end to end with the real pccl-master and
- * 4 async_peer processes (pool of 1): 8 all-reduces in flight at once (3 dtypes, Sum and Max,
+ * 4 async_peer processes (pool of 1): 8 all-reduces in flight at once (float32 Sum and Avg, int32 Sum, float64 Max,
  * exact results checked element by element on every peer, every result byte compared across
  * peers through a hash), misuse while 16 are in flight (a 17th, a tag still in flight,
  * pcclUpdateTopology / pcclArePeersPending -> pcclPendingAsyncOps, awaiting an unknown tag), then
