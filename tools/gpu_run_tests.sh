@@ -21,6 +21,12 @@ run cuda_table_test "$here/cuda_table_test"
 run simplehash_gpu_test "$here/simplehash_gpu_test"
 run device_allreduce_test "$here/device_allreduce_test" "$here/pccl-master"
 run device_shared_state_test "$here/device_shared_state_test" "$here/pccl-master"
+if command -v python3 >/dev/null 2>&1; then
+    run "python: torch CUDA tensors" env PCCL_LIBRARY="$here/python/pccl/libpccl.so" \
+        python3 "$here/python/tests/gpu_torch_check.py"
+else
+    echo "python: torch CUDA tensors: skipped (no python3)"
+fi
 san=$(command -v compute-sanitizer 2>/dev/null || true)
 [ -z "$san" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && san=/usr/local/cuda/bin/compute-sanitizer
 if [ $gpu = yes ] && [ -n "$san" ]; then
