@@ -3,6 +3,7 @@
  *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US" per size
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
  * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P  --quant
+ *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops)
  *          --netns NS0,NS1,..  (peer i runs in namespace i, the master in NS0)  --ip A.B.C.  (peer
  *          i's address is A.B.C.(i+1); default: everything on 127.0.0.1)  --trials T --mib M
  * Failure latency: SIGKILL of a random peer at a random moment inside a float32 all-reduce of M
@@ -23,7 +24,7 @@
 static struct {
     const char *master_bin, *peer_bin, *ip;
     char *netns[MAXP];
-    int nnetns, peers, warmup, iters, pool, quant, trials;
+    int nnetns, peers, warmup, iters, pool, quant, trials, parts, inflight;
     double sizes[16], mib;
     int nsizes;
 } o = {.peers = 2, .warmup = 1, .iters = 5, .pool = 1, .trials = 20, .mib = 16};
@@ -133,8 +134,12 @@ static int busbw(void) {
     for (int s = 0; s < o.nsizes; s++) {
         size_t count = (size_t) (o.sizes[s] * 1048576.0 / 4.0);
         char cmd[128], line[256];
-        snprintf(cmd, sizeof cmd, "bench %llu %zu %d %d %d", next_tag, count, o.warmup, o.iters, o.quant);
-        next_tag += (unsigned long long) (o.warmup + o.iters);
+        if (o.parts > 0)
+            snprintf(cmd, sizeof cmd, "multi %llu %zu %d %d %d %d", next_tag, count, o.parts, o.inflight, o.warmup,
+                     o.iters);
+        else
+            snprintf(cmd, sizeof cmd, "bench %llu %zu %d %d %d", next_tag, count, o.warmup, o.iters, o.quant);
+        next_tag += (unsigned long long) (o.warmup + o.iters) * (unsigned long long) (o.parts > 0 ? o.parts : 1);
         for (int i = 0; i < npeers; i++) h_send(&peer[i], cmd);
         uint64_t med = 0, min = 0;
         for (int i = 0; i < npeers; i++) {
@@ -234,6 +239,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--iters") == 0) o.iters = atoi(v);
         else if (strcmp(a, "--pool") == 0) o.pool = atoi(v);
         else if (strcmp(a, "--trials") == 0) o.trials = atoi(v);
+        else if (strcmp(a, "--parts") == 0) o.parts = atoi(v);
+        else if (strcmp(a, "--inflight") == 0) o.inflight = atoi(v);
         else if (strcmp(a, "--mib") == 0) o.mib = atof(v);
         else if (strcmp(a, "--ip") == 0) o.ip = v;
         else if (strcmp(a, "--netns") == 0) split(argv[i], o.netns, &o.nnetns, MAXP);

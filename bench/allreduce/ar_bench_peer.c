@@ -8,6 +8,9 @@
  *                              ones; QUANT 1: min-max to uint8 on the wire)
  *   arg TAG COUNT           -> "go", then "ar RESULT CALL_US END_US"  one all-reduce; END_US is
  *                              CLOCK_MONOTONIC at its return (failure-latency runs)
+ *   multi TAG COUNT PARTS INFLIGHT WARMUP ITERS
+ *                           -> "bench RESULT MEDIAN_US MIN_US"  the same buffers cut into PARTS
+ *                              all-reduces, pcclAllReduceMultipleWithRetry with INFLIGHT at once
  *   quit                    -> "bye" */
 #include <stdbool.h>
 #include <stdint.h>
@@ -82,7 +85,7 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof line, stdin) != NULL) {
         line[strcspn(line, "\r\n")] = '\0';
         size_t count;
-        int warmup, iters, quant = 0;
+        int warmup, iters, quant = 0, parts, inflight;
         unsigned long long tag;
         if (strcmp(line, "connect") == 0) {
             printf("connect %d\n", (int) pcclConnect(comm));
@@ -104,6 +107,33 @@ int main(int argc, char **argv) {
             qsort(t, (size_t) done, sizeof t[0], cmp_u64);
             printf("bench %d %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
                    done ? (unsigned long long) t[0] : 0ull);
+            free(send);
+            free(recv);
+        } else if (sscanf(line, "multi %llu %zu %d %d %d %d", &tag, &count, &parts, &inflight, &warmup, &iters) == 6 &&
+                   parts > 0 && parts <= 1024 && iters > 0 && iters <= 1000) {
+            float *send = buffer(count), *recv = buffer(count);
+            pcclReduceOpDescriptor_t *descs = calloc((size_t) parts, sizeof *descs);
+            uint64_t t[1000];
+            int done = 0;
+            pcclResult_t r = pcclSuccess;
+            for (int it = 0; it < warmup + iters && r == pcclSuccess; it++) {
+                for (int k = 0; k < parts; k++) {
+                    size_t lo = count * (size_t) k / (size_t) parts, hi = count * (size_t) (k + 1) / (size_t) parts;
+                    descs[k].sendbuf = send + lo;
+                    descs[k].recvbuf = recv + lo;
+                    descs[k].descriptor.count = hi - lo;
+                    descs[k].descriptor.op = pcclSum;
+                    descs[k].descriptor.tag = tag++;
+                    descs[k].descriptor.src_descriptor.datatype = pcclFloat;
+                }
+                uint64_t t0 = now_us();
+                r = pcclAllReduceMultipleWithRetry(descs, (size_t) parts, comm, NULL, inflight);
+                if (it >= warmup) t[done++] = now_us() - t0;
+            }
+            qsort(t, (size_t) done, sizeof t[0], cmp_u64);
+            printf("bench %d %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
+                   done ? (unsigned long long) t[0] : 0ull);
+            free(descs);
             free(send);
             free(recv);
         } else if (sscanf(line, "arg %llu %zu", &tag, &count) == 2) {

@@ -83,13 +83,14 @@ ns_tcp() {
 
 # ns_gloo N SIZES ITERS: gloo ranks on hosts 0..N-1 -> rank 0's lines "gloo SIZE MEDIAN_US MIN_US"
 ns_gloo() {
-    port=$(( 29500 + $$ % 1000 )) r=1
+    port=$(( 29500 + $$ % 1000 )) r=1 gpids=""
     while [ $r -lt "$1" ]; do
         GLOO_SOCKET_IFNAME=eth0 ip netns exec "$(ns_name $r)" /usr/bin/python3 "$GLOO_BENCH" $r "$1" 10.77.0.1 $port "$2" "$3" > /dev/null 2>&1 &
+        gpids="$gpids $!"
         r=$((r + 1))
     done
     GLOO_SOCKET_IFNAME=eth0 timeout 900 ip netns exec "$(ns_name 0)" /usr/bin/python3 "$GLOO_BENCH" 0 "$1" 10.77.0.1 $port "$2" "$3" 2>/dev/null
-    wait
+    wait $gpids   # not a bare wait: the delay lines run in the background too
 }
 
 ns_list() { # N -> "h0,h1,..."

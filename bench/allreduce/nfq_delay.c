@@ -1,0 +1,85 @@
+/* nfq_delay QUEUE_NUM DELAY_MS: holds every packet of an iptables NFQUEUE for DELAY_MS, then
+ * accepts it, in arrival order. This kernel has no netem (/work/shared/NETWORK.md); the WAN
+ * profile of the benchmarks puts one of these behind `-j NFQUEUE --queue-num N` on each host's
+ * ingress. Only packet ids are kept (copy mode META: no payload crosses to user space). Runs
+ * until killed. */
+#include <errno.h>
+#include <libnetfilter_queue/libnetfilter_queue.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <endian.h>
+
+#ifndef NF_ACCEPT
+#define NF_ACCEPT 1 /* linux/netfilter.h clashes with netinet/in.h */
+#endif
+
+#define RING (1u << 17) /* packets held at once: 25 ms at 500 Mbit/s is ~1,100 full frames */
+
+static uint32_t ids[RING];
+static uint64_t due[RING];
+static uint32_t head, count;
+static uint64_t delay_ns;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static int on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg, struct nfq_data *nfa, void *data) {
+    (void) msg;
+    (void) data;
+    struct nfqnl_msg_packet_hdr *ph = nfq_get_msg_packet_hdr(nfa);
+    if (ph == NULL) return 0;
+    uint32_t id = be32toh(ph->packet_id);
+    if (count == RING) return nfq_set_verdict(qh, id, NF_ACCEPT, 0, NULL); /* full: pass undelayed */
+    uint32_t k = (head + count++) % RING;
+    ids[k] = id;
+    due[k] = now_ns() + delay_ns;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: nfq_delay QUEUE_NUM DELAY_MS\n");
+        return 2;
+    }
+    delay_ns = (uint64_t) (atof(argv[2]) * 1e6);
+    struct nfq_handle *h = nfq_open();
+    if (h == NULL) {
+        perror("nfq_delay: nfq_open");
+        return 1;
+    }
+    struct nfq_q_handle *qh = nfq_create_queue(h, (uint16_t) atoi(argv[1]), on_packet, NULL);
+    if (qh == NULL || nfq_set_mode(qh, NFQNL_COPY_META, 0) < 0) {
+        perror("nfq_delay: queue");
+        return 1;
+    }
+    nfq_set_queue_maxlen(qh, RING);
+    nfnl_rcvbufsiz(nfq_nfnlh(h), 64u << 20);
+    int fd = nfq_fd(h);
+    static char buf[1 << 16];
+    for (;;) {
+        uint64_t t = now_ns();
+        while (count > 0 && due[head] <= t) {
+            nfq_set_verdict(qh, ids[head], NF_ACCEPT, 0, NULL);
+            head = (head + 1) % RING;
+            count--;
+        }
+        int timeout_ms = count > 0 ? (int) ((due[head] - t) / 1000000u) : 1000;
+        struct pollfd pf = {fd, POLLIN, 0};
+        /* Sub-millisecond waits spin through poll(0): the delay stays within ~0.1 ms. */
+        int r = poll(&pf, 1, timeout_ms);
+        if (r < 0 && errno != EINTR) return 1;
+        if (r > 0) {
+            ssize_t n;
+            while ((n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) nfq_handle_packet(h, buf, (int) n);
+            if (n < 0 && errno == ENOBUFS) fprintf(stderr, "nfq_delay: queue %s overran\n", argv[1]);
+        }
+    }
+}

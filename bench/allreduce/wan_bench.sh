@@ -1,0 +1,62 @@
+#!/bin/sh
+# wan_bench.sh (issue 6): 4 hosts in network namespaces, 500 Mbit/s each (tbf), 25 ms one-way
+# delay and 0.1% random loss on every host's ingress (NFQUEUE + nfq_delay, iptables statistic).
+#   - a 256 MiB float32 all-reduce cut into 16 all-reduces run by pcclAllReduceMultipleWithRetry
+#     over a connection pool of 1, 2, 4 and 8 streams per neighbour, against raw single-stream TCP
+#     goodput and gloo's all-reduce on the same hosts (same run);
+#   - quantized (min-max uint8) against plain on 4 hosts at 200 Mbit/s (no delay): effective
+#     float32 bus bandwidth.
+# Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB overrides 256.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
+[ -d "$rf" ] || rf=$here/../..
+master=$rf/ccoip/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$rf/bench/allreduce/ar_bench
+TCP_BENCH=$rf/bench/allreduce/tcp_bench GLOO_BENCH=$rf/bench/allreduce/gloo_bench.py
+NFQ_DELAY=$rf/bench/allreduce/nfq_delay
+. "$rf/bench/allreduce/netns_lib.sh"
+tmp=$(mktemp -d)
+trap 'ns_cleanup; rm -rf "$tmp"' EXIT INT TERM
+n=4 mib=${WAN_SIZE_MIB:-256}
+bus() { awk -v n=$n -v m="$1" -v us="$2" 'BEGIN { printf "%.2f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e6 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a/b; else print "nan" }'; }
+
+if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || ! ns_impair 25 0.001; then
+    echo "wan_bench: SKIPPED: cannot create shaped network namespaces (needs root, iproute2, iptables NFQUEUE)" >&2
+    exit 0
+fi
+tcp=$(ns_tcp 0 1 256)
+echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, 25 ms, 0.1% loss: $tcp MB/s" >&2
+ns_gloo $n "$mib" 1 > "$tmp/gloo"
+g=$(awk '$1=="gloo" {print $3}' "$tmp/gloo")
+gb=""
+if [ -n "$g" ]; then
+    gb=$(bus "$mib" "$g")
+    echo "allreduce_wan/n4_${mib}MiB_gloo_busbw_vs_raw_tcp,$gb,MB/s,$tcp,$(ratio "$gb" "$tcp")"
+fi
+for pool in 1 2 4 8; do
+    "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $pool \
+        --parts 16 --inflight $((pool * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool" ||
+        { echo "wan_bench: pool $pool failed" >&2; continue; }
+    p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool")
+    pb=$(bus "$mib" "$p")
+    echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
+    [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
+done
+ns_cleanup
+
+qmib=${WAN_QUANT_MIB:-64}
+if ! ns_setup $n 200; then
+    echo "wan_bench: SKIPPED the quantized run: cannot create namespaces" >&2
+    exit 0
+fi
+for q in plain quant; do
+    flag=""; [ $q = quant ] && flag=--quant
+    "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$qmib" \
+        --warmup 1 --iters 2 $flag > "$tmp/$q" || echo "wan_bench: $q run failed" >&2
+done
+pl=$(awk '$1=="busbw" {print $3}' "$tmp/plain") qu=$(awk '$1=="busbw" {print $3}' "$tmp/quant")
+if [ -n "$pl" ] && [ -n "$qu" ]; then
+    plb=$(bus "$qmib" "$pl") qub=$(bus "$qmib" "$qu")
+    echo "allreduce_quant200/n4_${qmib}MiB_minmax_u8_effective_busbw_vs_plain,$qub,MB/s,$plb,$(ratio "$qub" "$plb")"
+fi
