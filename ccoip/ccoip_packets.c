@@ -14,7 +14,7 @@ typedef enum field_kind_t {
     F_U8,     /* lo..hi when hi > 0 */
     F_FLAGS8, /* nonzero, only bits in `hi` */
     F_U16,
-    F_U32,
+    F_U32,    /* lo..hi when hi > 0 */
     F_U64,
     F_UUID,
     F_ADDR,   /* u8 family (4|6) then 4 or 16 bytes */
@@ -47,6 +47,7 @@ struct layout_t {
 #define FLAGS(st, f, mask) {F_FLAGS8, offsetof(st, f), 0, mask, NULL, 0}
 #define U16(st, f) {F_U16, offsetof(st, f), 0, 0, NULL, 0}
 #define U32(st, f) {F_U32, offsetof(st, f), 0, 0, NULL, 0}
+#define U32R(st, f, l, h) {F_U32, offsetof(st, f), l, h, NULL, 0}
 #define U64(st, f) {F_U64, offsetof(st, f), 0, 0, NULL, 0}
 #define UUID(st, f) {F_UUID, offsetof(st, f), 0, 0, NULL, 0}
 #define ADDR(st, f) {F_ADDR, offsetof(st, f), 0, 0, NULL, 0}
@@ -139,6 +140,27 @@ static const field_t ss_header_fields[] = {
     U8R(ccoip_ss_header_t, status, 0, 2),
     LIST(ccoip_ss_header_t, items, count, CCOIP_MAX_SS_TENSORS, ss_item_layout)};
 
+/* Topology optimisation (pcclOptimizeTopology). */
+static const field_t bench_target_fields[] = {UUID(ccoip_bench_target_t, uuid), ADDR(ccoip_bench_target_t, addr),
+                                              U16(ccoip_bench_target_t, bench_port)};
+static const layout_t bench_target_layout = {0, "target", sizeof(ccoip_bench_target_t), bench_target_fields,
+                                             N(bench_target_fields), 0};
+static const field_t bench_sender_fields[] = {UUID(ccoip_bench_sender_t, uuid)};
+static const layout_t bench_sender_layout = {0, "sender", sizeof(ccoip_bench_sender_t), bench_sender_fields,
+                                             N(bench_sender_fields), 0};
+static const field_t bench_request_fields[] = {
+    U64(ccoip_bench_request_t, session), U32(ccoip_bench_request_t, step),
+    U32R(ccoip_bench_request_t, duration_ms, 1, CCOIP_MAX_BENCH_MS),
+    LIST(ccoip_bench_request_t, targets, ntargets, CCOIP_MAX_PEER_ENTRIES, bench_target_layout),
+    LIST(ccoip_bench_request_t, senders, nsenders, CCOIP_MAX_PEER_ENTRIES, bench_sender_layout)};
+static const field_t bench_result_fields[] = {UUID(ccoip_bench_result_t, uuid), U64(ccoip_bench_result_t, bits_per_s)};
+static const layout_t bench_result_layout = {0, "result", sizeof(ccoip_bench_result_t), bench_result_fields,
+                                             N(bench_result_fields), 0};
+static const field_t bench_report_fields[] = {
+    U64(ccoip_bench_report_t, session), U32(ccoip_bench_report_t, step),
+    LIST(ccoip_bench_report_t, results, count, CCOIP_MAX_PEER_ENTRIES, bench_result_layout)};
+static const field_t bench_done_fields[] = {U64(ccoip_bench_done_t, bytes), U64(ccoip_bench_done_t, elapsed_us)};
+
 #define PACKET(t, nm, fl, tr) {t, nm, 0, fl, N(fl), tr}
 #define EMPTY(t, nm) {t, nm, 0, NULL, 0, 0}
 static const layout_t packet_layouts[] = {
@@ -166,6 +188,10 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_M2C_SHARED_STATE_DONE, "M2C_SHARED_STATE_DONE", ss_master_done_fields, 0),
     PACKET(CCOIP_PKT_SS_REQUEST, "SS_REQUEST", ss_request_fields, 0),
     PACKET(CCOIP_PKT_SS_HEADER, "SS_HEADER", ss_header_fields, 0),
+    EMPTY(CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY, "C2M_OPTIMIZE_TOPOLOGY"),
+    PACKET(CCOIP_PKT_C2M_BANDWIDTH_REPORT, "C2M_BANDWIDTH_REPORT", bench_report_fields, 0),
+    PACKET(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, "M2C_BANDWIDTH_REQUEST", bench_request_fields, 0),
+    PACKET(CCOIP_PKT_BENCH_DONE, "BENCH_DONE", bench_done_fields, 0),
 };
 
 static const layout_t *find_layout(uint16_t type) {
@@ -229,6 +255,7 @@ static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_
         case F_U32: {
             uint32_t v;
             if (!ccoip_read_u32(r, &v)) return CCOIP_ERR_TRUNCATED;
+            if (f->hi > 0 && (v < f->lo || v > f->hi)) return CCOIP_ERR_INVALID;
             memcpy(at, &v, sizeof v);
             break;
         }

@@ -36,6 +36,8 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
     CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
+    CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY = 0x0130,   /* pcclOptimizeTopology: the vote */
+    CCOIP_PKT_C2M_BANDWIDTH_REPORT = 0x0131,    /* the rates measured in one step */
 
     CCOIP_PKT_M2C_JOIN_RESPONSE = 0x0201,
     CCOIP_PKT_M2C_P2P_INFO = 0x0202,
@@ -47,10 +49,12 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_M2C_COLLECTIVE_DONE = 0x0212,     /* every member finished: the shared outcome */
     CCOIP_PKT_M2C_SHARED_STATE_RESULT = 0x0220, /* the election: what to fetch, whom to serve */
     CCOIP_PKT_M2C_SHARED_STATE_DONE = 0x0221,   /* every member finished its transfers */
+    CCOIP_PKT_M2C_BANDWIDTH_REQUEST = 0x0230,   /* whom to measure in this step, who may connect */
 
     CCOIP_PKT_P2P_BIND = 0x0301, /* after HELLO on a p2p link: which topology round it serves */
     CCOIP_PKT_SS_REQUEST = 0x0302, /* after HELLO on a shared-state connection: tensors wanted */
-    CCOIP_PKT_SS_HEADER = 0x0303   /* the answer: names and sizes, then the raw bytes follow */
+    CCOIP_PKT_SS_HEADER = 0x0303,  /* the answer: names and sizes, then the raw bytes follow */
+    CCOIP_PKT_BENCH_DONE = 0x0304  /* benchmark receiver -> sender after EOF: bytes and time seen */
 } ccoip_packet_type_t;
 
 typedef enum ccoip_role_t {
@@ -291,6 +295,49 @@ typedef struct ccoip_ss_header_t {
     ccoip_ss_item_t *items;
 } ccoip_ss_header_t;
 
+/* ---- Topology optimisation (pcclOptimizeTopology; ccoip/README.md "Topology optimisation") ---- */
+
+#define CCOIP_MAX_BENCH_MS 10000u /* the longest measurement the master may ask for */
+
+/* A peer to measure: connect to its benchmark listener and stream to it. */
+typedef struct ccoip_bench_target_t {
+    ccoip_uuid_t uuid;
+    ccoip_inet_address_t addr;
+    uint16_t bench_port;
+} ccoip_bench_target_t;
+
+/* A peer that may connect to our benchmark listener in this session. */
+typedef struct ccoip_bench_sender_t {
+    ccoip_uuid_t uuid;
+} ccoip_bench_sender_t;
+
+typedef struct ccoip_bench_request_t {
+    uint64_t session;     /* one pcclOptimizeTopology */
+    uint32_t step;        /* measurement step within it */
+    uint32_t duration_ms; /* how long to stream to each target, 1..CCOIP_MAX_BENCH_MS */
+    uint32_t ntargets;
+    ccoip_bench_target_t *targets; /* measure these, one after another */
+    uint32_t nsenders;
+    ccoip_bench_sender_t *senders;
+} ccoip_bench_request_t;
+
+typedef struct ccoip_bench_result_t {
+    ccoip_uuid_t uuid;   /* the target */
+    uint64_t bits_per_s; /* 0: the measurement failed */
+} ccoip_bench_result_t;
+
+typedef struct ccoip_bench_report_t {
+    uint64_t session;
+    uint32_t step;
+    uint32_t count;
+    ccoip_bench_result_t *results;
+} ccoip_bench_report_t;
+
+typedef struct ccoip_bench_done_t {
+    uint64_t bytes;      /* received from the first byte to EOF */
+    uint64_t elapsed_us; /* from the first byte to EOF, on the receiver's clock */
+} ccoip_bench_done_t;
+
 typedef struct ccoip_packet_t {
     uint16_t type;
     union {
@@ -315,6 +362,9 @@ typedef struct ccoip_packet_t {
         ccoip_ss_master_done_t ss_master_done;
         ccoip_ss_request_t ss_request;
         ccoip_ss_header_t ss_header;
+        ccoip_bench_request_t bench_request;
+        ccoip_bench_report_t bench_report;
+        ccoip_bench_done_t bench_done;
     } u;
 } ccoip_packet_t;
 
