@@ -15,6 +15,9 @@
  *      one op at a time per socket that wait always ends, as with back-to-back sync calls).
  *   3. COLLECTIVE_COMPLETE -> DONE: the outcome is shared. A failed ring breaks and retires every
  *      stream until the next pcclUpdateTopology (frames of it may still be in the sockets).
+ * An op that makes no progress in any of these for the collective timeout is reported to the
+ * master by the watchdog (ccoip_watchdog.c), which ends it on every member with TIMEOUT in
+ * COMMENCE or DONE: pcclCollectiveTimeout.
  *
  * Workers: started lazily, one more whenever the async ops queued or running outnumber them, so
  * an op never waits for another op's worker (at most CCOIP_MAX_OPS); joined at destroy. */
@@ -36,7 +39,10 @@ static void bump(_Atomic uint32_t *w) {
     tpark_wake_all((const uint32_t *) w);
 }
 
-void ccoip_colls_init(pcclComm_t *comm) { pthread_mutex_init(&comm->colls.lock, NULL); }
+void ccoip_colls_init(pcclComm_t *comm) {
+    pthread_mutex_init(&comm->colls.lock, NULL);
+    ccoip_watchdog_init(comm);
+}
 
 void ccoip_colls_free(pcclComm_t *comm) { pthread_mutex_destroy(&comm->colls.lock); }
 
@@ -173,9 +179,15 @@ static bool turn_acquire(pcclComm_t *comm, ccoip_op_t *op) {
         uint32_t seen = atomic_load_explicit(&c->turns, memory_order_acquire);
         pthread_mutex_lock(&c->lock);
         bool ready = c->tx[op->tx_stream].serving == op->tx_turn && c->rx[op->rx_stream].serving == op->rx_turn;
+        op->wd_queued = !ready; /* the watchdog does not time a wait for another op */
         pthread_mutex_unlock(&c->lock);
         if (ready) return true;
-        if (atomic_load_explicit(&op->abort, memory_order_acquire)) return false;
+        if (atomic_load_explicit(&op->abort, memory_order_acquire)) {
+            pthread_mutex_lock(&c->lock);
+            op->wd_queued = false;
+            pthread_mutex_unlock(&c->lock);
+            return false;
+        }
         tpark_wait((const uint32_t *) &c->turns, seen, 100 * 1000 * 1000);
     }
 }
@@ -251,6 +263,10 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
             LOG_ERROR(MOD, "%s: the peers of this group described collective %llu differently", op_name(op),
                       (unsigned long long) op->tag);
             op->result = pcclInvalidUsage;
+        } else if (go.status == CCOIP_RESULT_TIMEOUT) {
+            LOG_ERROR(MOD, "%s: collective %llu timed out before it started: not every peer of the group called it "
+                           "(a peer in another call, or stalled?)", op_name(op), (unsigned long long) op->tag);
+            op->result = pcclCollectiveTimeout;
         } else {
             LOG_WARN(MOD, "%s: a peer left since the last topology update; call pcclUpdateTopology", op_name(op));
             op->result = pcclRankConnectionLost;
@@ -283,7 +299,12 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
     if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
     op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};
-    op->result = !done ? pcclMasterConnectionFailed : ok ? pcclSuccess : pcclRankConnectionLost;
+    bool timed_out = done && r.u.collective_done.status == CCOIP_RESULT_TIMEOUT;
+    if (timed_out)
+        LOG_ERROR(MOD, "%s: collective %llu timed out: a peer stalled mid-collective; call pcclUpdateTopology",
+                  op_name(op), (unsigned long long) op->tag);
+    op->result = !done ? pcclMasterConnectionFailed : ok ? pcclSuccess : timed_out ? pcclCollectiveTimeout
+                                                                                   : pcclRankConnectionLost;
 }
 
 /* ---- slots and workers --------------------------------------------------------------------- */

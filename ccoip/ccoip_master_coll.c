@@ -1,7 +1,8 @@
 /* ccoip_master_coll.c: the master's side of collectives. A collective `tag` of a peer group
  * commences when every accepted member of the group has asked for it with the same description,
  * and is done when every member has reported its outcome; the outcome is shared, so that either
- * every member returns success or none does. A member leaving aborts what runs in its group. */
+ * every member returns success or none does. A member leaving aborts what runs in its group; a
+ * member's watchdog (C2M_COLLECTIVE_ABORT) ends the collective for its group with TIMEOUT. */
 #include <string.h>
 
 #include "ccoip/ccoip_master_state.h"
@@ -114,6 +115,10 @@ void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
 
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done) {
     ccoip_mcoll_t *e = find(c, done->tag);
+    if (e != NULL && e->phase == CCOIP_MCOLL_ABORTED) { /* the COMPLETE a watchdog abort still owed */
+        e->phase = CCOIP_MCOLL_FREE;
+        return;
+    }
     if (e == NULL || e->phase != CCOIP_MCOLL_RUNNING) {
         ccoip_mstate_reject(st, c, "protocol violation: completed a collective that is not running");
         return;
@@ -150,4 +155,57 @@ void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone)
         for (int k = 0; k < CCOIP_MAX_COLLECTIVES; k++)
             if (c->colls[k].phase != CCOIP_MCOLL_FREE) evaluate(st, group, c->colls[k].desc.tag);
     }
+}
+
+static void send_tagged(ccoip_master_state_t *st, ccoip_mclient_t *c, uint16_t type, uint64_t tag) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    if (type == CCOIP_PKT_M2C_COLLECTIVE_ABORT) p.u.collective_abort.tag = tag;
+    else if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) p.u.collective_done = (ccoip_collective_done_t){tag, CCOIP_RESULT_TIMEOUT};
+    else p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0};
+    send_to(st, c, &p);
+}
+
+/* The watchdog (ccoip/README.md "Collective timeout"): the collective ends at once for the whole
+ * group, with TIMEOUT as the shared outcome. Members waiting for COMMENCE get COMMENCE(TIMEOUT);
+ * running ones get ABORT (their ring stops) and DONE(TIMEOUT), and the COMPLETE they still owe
+ * is swallowed (CCOIP_MCOLL_ABORTED); completed ones get DONE(TIMEOUT). DONE does not wait for a
+ * stalled member: that is the point. A ring that ran is stale until the next topology round (its
+ * links are retired on every member); one that never commenced moved nothing and stays usable.
+ * Members of the group in a vote instead of the collective (the misuse that left the others
+ * waiting) get their vote refused. An ABORT that comes late (the collective is done, or already
+ * aborted by another member's watchdog) changes nothing. */
+void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a) {
+    ccoip_mcoll_t *mine = find(c, a->tag);
+    if (mine == NULL || mine->phase == CCOIP_MCOLL_ABORTED) return;
+    uint32_t group = c->peer_group;
+    bool waiting = mine->phase == CCOIP_MCOLL_WAITING;
+    LOG_WARN(MOD, "collective %llu of group %u: %s saw no progress for its timeout (%s); aborting it for the group",
+             (unsigned long long) a->tag, group, c->name,
+             waiting ? "not every member called it" : "a member stalled mid-collective");
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *m = st->clients[i];
+        if (!is_member(m, group)) continue;
+        if (!waiting) m->ring_stale = true;
+        ccoip_mcoll_t *e = find(m, a->tag);
+        if (e == NULL) continue;
+        switch (e->phase) {
+        case CCOIP_MCOLL_WAITING:
+            send_tagged(st, m, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, a->tag);
+            e->phase = CCOIP_MCOLL_FREE;
+            break;
+        case CCOIP_MCOLL_RUNNING:
+            send_tagged(st, m, CCOIP_PKT_M2C_COLLECTIVE_ABORT, a->tag);
+            send_tagged(st, m, CCOIP_PKT_M2C_COLLECTIVE_DONE, a->tag);
+            e->phase = CCOIP_MCOLL_ABORTED;
+            break;
+        case CCOIP_MCOLL_COMPLETED:
+            send_tagged(st, m, CCOIP_PKT_M2C_COLLECTIVE_DONE, a->tag);
+            e->phase = CCOIP_MCOLL_FREE;
+            break;
+        default: break;
+        }
+    }
+    if (waiting) ccoip_mstate_refuse_votes(st, group);
 }

@@ -198,6 +198,19 @@ static void send_pending_result(ccoip_master_state_t *st, ccoip_mclient_t *c, ui
     send_packet(st, c, &p);
 }
 
+void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->dropped || c->peer_group != group) continue;
+        if (c->state == CCOIP_MSTATE_VOTE_PENDING) send_pending_result(st, c, CCOIP_RESULT_MISMATCH, false);
+        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        else continue;
+        LOG_WARN(MOD, "%s: its vote is refused: the others of group %u were waiting for it in a collective",
+                 c->name, group);
+        c->state = CCOIP_MSTATE_IDLE;
+    }
+}
+
 /* Looks at the votes and the round after anything changed, and moves on where it can. */
 static void evaluate(ccoip_master_state_t *st) {
     if (st->shutting_down) return;
@@ -386,6 +399,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mcoll_on_complete(st, c, &p->u.collective_complete);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_ABORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
         return;
     case CCOIP_PKT_C2M_SHARED_STATE_SYNC:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;

@@ -30,7 +30,9 @@ typedef enum ccoip_mcoll_phase_t {
     CCOIP_MCOLL_FREE = 0,
     CCOIP_MCOLL_WAITING = 1,   /* asked to start; waits for the rest of its group */
     CCOIP_MCOLL_RUNNING = 2,   /* commenced */
-    CCOIP_MCOLL_COMPLETED = 3  /* reported its outcome; waits for the rest */
+    CCOIP_MCOLL_COMPLETED = 3, /* reported its outcome; waits for the rest */
+    CCOIP_MCOLL_ABORTED = 4    /* a watchdog ended it while it ran: DONE(TIMEOUT) is sent, its
+                                  COMPLETE is still owed and freed the entry when it comes */
 } ccoip_mcoll_phase_t;
 
 #define CCOIP_MAX_COLLECTIVES 16 /* collectives in flight per peer */
@@ -114,6 +116,12 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+/* C2M_COLLECTIVE_ABORT: c's watchdog gave up on a collective; it ends with TIMEOUT for the group. */
+void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a);
+
+/* Refuses (as a mismatch) the votes of group's accepted members that are in pcclUpdateTopology or
+ * pcclArePeersPending: the others of their group gave up waiting for them in a collective. */
+void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group);
 
 /* Shared state (ccoip_master_shared.c): SYNC and DONE packets, and a client leaving (which also
  * frees its sync state; called for every dropped client, accepted or not). */

@@ -98,10 +98,10 @@ static const field_t collective_init_fields[] = {
 static const field_t collective_complete_fields[] = {U64(ccoip_collective_complete_t, tag),
                                                      U8R(ccoip_collective_complete_t, ok, 0, 1)};
 static const field_t collective_commence_fields[] = {
-    U64(ccoip_collective_commence_t, tag), U8R(ccoip_collective_commence_t, status, 0, 2),
+    U64(ccoip_collective_commence_t, tag), U8R(ccoip_collective_commence_t, status, 0, 3),
     U32(ccoip_collective_commence_t, rank), U32(ccoip_collective_commence_t, world)};
 static const field_t collective_done_fields[] = {U64(ccoip_collective_done_t, tag),
-                                                 U8R(ccoip_collective_done_t, status, 0, 2)};
+                                                 U8R(ccoip_collective_done_t, status, 0, 3)};
 
 /* Shared state (pcclSynchronizeSharedState). */
 static const field_t ss_tensor_fields[] = {
@@ -180,6 +180,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_P2P_BIND, "P2P_BIND", p2p_bind_fields, 0),
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_INIT, "C2M_COLLECTIVE_INIT", collective_init_fields, 0),
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, "C2M_COLLECTIVE_COMPLETE", collective_complete_fields, 0),
+    PACKET(CCOIP_PKT_C2M_COLLECTIVE_ABORT, "C2M_COLLECTIVE_ABORT", collective_abort_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, "M2C_COLLECTIVE_COMMENCE", collective_commence_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_DONE, "M2C_COLLECTIVE_DONE", collective_done_fields, 0),
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_SYNC, "C2M_SHARED_STATE_SYNC", ss_sync_fields, 0),

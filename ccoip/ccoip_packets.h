@@ -34,6 +34,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
+    CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
     CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
     CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
     CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY = 0x0130,   /* pcclOptimizeTopology: the vote */
@@ -82,7 +83,8 @@ typedef enum ccoip_join_status_t {
 typedef enum ccoip_result_status_t {
     CCOIP_RESULT_OK = 0,
     CCOIP_RESULT_FAILED = 1,   /* a p2p connection failed or a participant dropped: retry */
-    CCOIP_RESULT_MISMATCH = 2  /* accepted peers voted for different things */
+    CCOIP_RESULT_MISMATCH = 2, /* accepted peers voted for different things */
+    CCOIP_RESULT_TIMEOUT = 3   /* collectives only: a member's watchdog aborted it (pcclCollectiveTimeout) */
 } ccoip_result_status_t;
 
 /* Flags of a neighbour entry: what this peer does with it. */
@@ -160,6 +162,7 @@ typedef struct ccoip_world_update_t {
     ccoip_world_t world;
 } ccoip_world_update_t;
 
+/* M2C_COLLECTIVE_ABORT (stop the ring of `tag`) and C2M_COLLECTIVE_ABORT (the watchdog). */
 typedef struct ccoip_collective_abort_t {
     uint64_t tag;
 } ccoip_collective_abort_t;
@@ -182,14 +185,16 @@ typedef struct ccoip_collective_complete_t {
 typedef struct ccoip_collective_commence_t {
     uint64_t tag;
     uint8_t status; /* ccoip_result_status_t: FAILED when the ring lost a member since the last
-                       topology round, MISMATCH when members described it differently */
+                       topology round, MISMATCH when members described it differently,
+                       TIMEOUT when a member's watchdog gave up waiting for the others */
     uint32_t rank;  /* position in the group's ring */
     uint32_t world; /* members of the ring */
 } ccoip_collective_commence_t;
 
 typedef struct ccoip_collective_done_t {
     uint64_t tag;
-    uint8_t status; /* ccoip_result_status_t: FAILED when any member failed or left */
+    uint8_t status; /* ccoip_result_status_t: FAILED when any member failed or left, TIMEOUT
+                       when a member's watchdog aborted it */
 } ccoip_collective_done_t;
 
 typedef struct ccoip_p2p_bind_t {

@@ -95,7 +95,8 @@ pcclResult_t ccoip_peer_update_topology(pcclComm_t *comm) {
     case ROUND_OK: return pcclSuccess;
     case ROUND_FAILED: return pcclUpdateTopologyFailed;
     case ROUND_MISMATCH:
-        LOG_ERROR(MOD, "pcclUpdateTopology: other peers called a different collective (pcclArePeersPending?)");
+        LOG_ERROR(MOD, "pcclUpdateTopology: other peers called a different collective "
+                       "(pcclArePeersPending, or an all-reduce that gave up waiting for this peer?)");
         return pcclInvalidUsage;
     case ROUND_LOST: break;
     }
@@ -111,7 +112,8 @@ pcclResult_t ccoip_peer_are_peers_pending(pcclComm_t *comm, bool *pending) {
         if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return pcclMasterConnectionFailed;
         if (r.type == CCOIP_PKT_M2C_PENDING_RESULT) {
             if (r.u.pending_result.status != CCOIP_RESULT_OK) {
-                LOG_ERROR(MOD, "pcclArePeersPending: other peers called a different collective (pcclUpdateTopology?)");
+                LOG_ERROR(MOD, "pcclArePeersPending: other peers called a different collective "
+                               "(pcclUpdateTopology, or an all-reduce that gave up waiting for this peer?)");
                 return pcclInvalidUsage;
             }
             *pending = r.u.pending_result.pending != 0;

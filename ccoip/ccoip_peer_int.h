@@ -59,6 +59,11 @@ typedef struct ccoip_op_t {
     pcclReduceInfo_t info;
     _Atomic uint32_t word;          /* bumped on every routed reply and on finishing */
     _Atomic uint32_t abort, doorbell; /* the ring's abort flag and completion doorbell */
+    /* The watchdog (ccoip_watchdog.c, master-link thread; under colls.lock): word + doorbell as
+     * last seen and since when; queued while it waits for its stream turn (another op's time). */
+    uint32_t wd_seen;
+    int64_t wd_since_ms;
+    bool wd_queued, wd_fired;
 } ccoip_op_t;
 
 /* The ops of a stream run one at a time, in COMMENCE order (the same on every peer): `serving`
@@ -82,6 +87,7 @@ typedef struct ccoip_colls_t {
     bool made, retired;
     ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
     _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
+    _Atomic uint32_t timeout_ms; /* the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS) */
 } ccoip_colls_t;
 
 struct pcclComm_t {
@@ -144,6 +150,11 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op);     /* INIT .. DONE; sets o
 void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees a sync op's slot */
 /* Parks until the async op of `tag` finished, frees its slot, returns its result. */
 pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info);
+/* ccoip_watchdog.c: the collective timeout. init reads PCCL_COLLECTIVE_TIMEOUT_MS (at creation);
+ * tick, on the master-link thread, asks the master to abort every op that made no progress for
+ * the timeout, and returns the ms until it wants to look again. */
+void ccoip_watchdog_init(pcclComm_t *comm);
+int64_t ccoip_watchdog_tick(pcclComm_t *comm, int64_t now_ms);
 /* pccl_allreduce.c: the checks every all-reduce call makes before it takes a slot. */
 pcclResult_t pccl_allreduce_precheck(const char *fn, const void *sendbuf, const void *recvbuf,
                                      const pcclReduceDescriptor_t *d, const pcclComm_t *comm);

@@ -2,7 +2,8 @@
  * and joins on the caller's thread; then the master-link thread owns all reads: it heartbeats,
  * keeps the world sizes, pushes abort notices to the abort ring and to the op of their tag, hands
  * COMMENCE / DONE to the op of their tag (ccoip_coll.c), everything else to the mailbox, and
- * wakes the waiting thread through threadpark. */
+ * wakes the waiting thread through threadpark. Between reads it runs the collective watchdog
+ * (ccoip_watchdog.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,8 +98,11 @@ static void *link_main(void *arg) {
     ccoip_packet_t beat;
     memset(&beat, 0, sizeof beat);
     beat.type = CCOIP_PKT_C2M_HEARTBEAT;
+    int64_t next_check = ccoip_now_ms();
     while (!atomic_load(&comm->stopping)) {
-        int64_t wait = next_beat - ccoip_now_ms();
+        int64_t now = ccoip_now_ms();
+        if (now >= next_check) next_check = now + ccoip_watchdog_tick(comm, now); /* collective timeout */
+        int64_t wait = (next_beat < next_check ? next_beat : next_check) - now;
         ccoip_status_t st = wait > 0 ? ccoip_sock_wait(comm->master_fd, comm->link_wake[0], (int) wait) : CCOIP_ERR_TIMEOUT;
         if (st == CCOIP_ERR_CLOSED) break; /* woken to stop */
         if (ccoip_now_ms() >= next_beat) {

@@ -38,6 +38,7 @@ PCCL_EXPORT const char *pcclResultString(pcclResult_t result) {
     case pcclPendingAsyncOps: return "pcclPendingAsyncOps";
     case pcclUpdateTopologyFailed: return "pcclUpdateTopologyFailed";
     case pcclTopologyOptimizationFailed: return "pcclTopologyOptimizationFailed";
+    case pcclCollectiveTimeout: return "pcclCollectiveTimeout";
     }
     return "unknown pcclResult_t";
 }

@@ -39,8 +39,9 @@ typedef enum pcclResult_t {
     pcclNoSharedStateAvailable = 9,
     pcclPendingAsyncOps = 10,
     pcclUpdateTopologyFailed = 11,
-    pcclTopologyOptimizationFailed = 12
+    pcclTopologyOptimizationFailed = 12,
     /* Extensions take values from 100 up; see the end of this file. */
+    pcclCollectiveTimeout = 100 /* PCCL_HAS_COLLECTIVE_TIMEOUT */
 } pcclResult_t;
 
 typedef enum pcclDataType_t {
@@ -235,6 +236,18 @@ PCCL_EXPORT pcclResult_t pcclGetBuildInfo(pcclBuildInfo_t *info);
  * unknown values give "unknown pcclResult_t". Never NULL. */
 #define PCCL_HAS_RESULT_STRING 1
 PCCL_EXPORT const char *pcclResultString(pcclResult_t result);
+
+/* Collective watchdog: an all-reduce that makes no progress (no bytes moved, no step of its
+ * start / finish handshake with the master) for the communicator's collective timeout is aborted
+ * on every member of its peer group, and every member returns pcclCollectiveTimeout. Waiting for
+ * the other members to call the same collective counts as no progress. The timeout comes from
+ * the environment variable PCCL_COLLECTIVE_TIMEOUT_MS, read by pcclCreateCommunicator (unset or 0:
+ * the default, 600000 ms = 10 minutes); pcclSetCollectiveTimeout changes it (0: the default again;
+ * UINT32_MAX: about 49 days, in effect never), also for collectives already running.
+ * After pcclCollectiveTimeout call pcclUpdateTopology before the next collective, as after
+ * pcclRankConnectionLost. */
+#define PCCL_HAS_COLLECTIVE_TIMEOUT 1
+PCCL_EXPORT pcclResult_t pcclSetCollectiveTimeout(pcclComm_t *communicator, uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,11 @@
 #include "pccl.h"
 #include "tests/common/check.h"
 
+/* Every extension announces itself (API.md "Extensions beyond PCCL's API"). */
+#if !defined(PCCL_HAS_RESULT_STRING) || !defined(PCCL_HAS_COLLECTIVE_TIMEOUT)
+#error "pccl.h lacks an extension's PCCL_HAS_ macro"
+#endif
+
 #define SIZE(t, n) CHECK_EQ_U64(sizeof(t), n)
 #define OFF(t, f, n) CHECK_EQ_U64(offsetof(t, f), n)
 
@@ -15,6 +20,7 @@ static void enums(void) {
     CHECK(pcclInvalidUsage == 4 && pcclTooFewPeers == 5 && pcclMasterConnectionFailed == 6);
     CHECK(pcclRankConnectionFailed == 7 && pcclRankConnectionLost == 8 && pcclNoSharedStateAvailable == 9);
     CHECK(pcclPendingAsyncOps == 10 && pcclUpdateTopologyFailed == 11 && pcclTopologyOptimizationFailed == 12);
+    CHECK(pcclCollectiveTimeout == 100); /* extension (PCCL_HAS_COLLECTIVE_TIMEOUT) */
     CHECK(pcclUint8 == 0 && pcclInt8 == 1 && pcclInt16 == 2 && pcclUint16 == 3 && pcclUint32 == 4);
     CHECK(pcclInt32 == 5 && pcclUint64 == 6 && pcclInt64 == 7 && pcclFloat16 == 8 && pcclBFloat16 == 9);
     CHECK(pcclFloat == 10 && pcclDouble == 11);

@@ -225,6 +225,48 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, b, CCOIP_MAX_PAYLOAD + 1u) == CCOIP_ERR_TOO_LARGE);
 }
 
+/* Collectives: start, finish, the watchdog's abort (C2M) and the TIMEOUT status. */
+static void test_collectives(void) {
+    ccoip_packet_t p, b;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
+    p.u.collective_init = (ccoip_collective_init_t){7, 1u << 20, 10, 1, 0, 1};
+    round_trip(&p, &b);
+    CHECK(b.u.collective_init.count == 1u << 20 && b.u.collective_init.quant_algo == 1);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
+    p.u.collective_complete = (ccoip_collective_complete_t){7, 1};
+    round_trip(&p, &b);
+    CHECK(b.u.collective_complete.ok == 1);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_ABORT;
+    p.u.collective_abort.tag = 0x8877665544332211ull;
+    round_trip(&p, &b);
+    CHECK(b.u.collective_abort.tag == 0x8877665544332211ull);
+    CHECK(ccoip_packet_name(CCOIP_PKT_C2M_COLLECTIVE_ABORT) != NULL);
+    for (uint8_t st = CCOIP_RESULT_OK; st <= CCOIP_RESULT_TIMEOUT; st++) {
+        p.type = CCOIP_PKT_M2C_COLLECTIVE_COMMENCE;
+        p.u.collective_commence = (ccoip_collective_commence_t){9, st, 2, 3};
+        round_trip(&p, &b);
+        CHECK(b.u.collective_commence.status == st && b.u.collective_commence.world == 3);
+        p.type = CCOIP_PKT_M2C_COLLECTIVE_DONE;
+        p.u.collective_done = (ccoip_collective_done_t){9, st};
+        round_trip(&p, &b);
+        CHECK(b.u.collective_done.status == st);
+    }
+    /* A status past TIMEOUT, a bool past 1, a trailing byte after the abort's tag. */
+    uint8_t done[9] = {0, 0, 0, 0, 0, 0, 0, 9, 4};
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_DONE, done, 9) == CCOIP_ERR_INVALID);
+    uint8_t commence[17] = {0, 0, 0, 0, 0, 0, 0, 9, 4, 0, 0, 0, 0, 0, 0, 0, 1};
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 17) == CCOIP_ERR_INVALID);
+    commence[8] = CCOIP_RESULT_TIMEOUT;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 17) == CCOIP_OK);
+    uint8_t complete[9] = {0, 0, 0, 0, 0, 0, 0, 9, 2};
+    CHECK(decode_bytes(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, complete, 9) == CCOIP_ERR_INVALID);
+    uint8_t abort_[9] = {0};
+    CHECK(decode_bytes(CCOIP_PKT_C2M_COLLECTIVE_ABORT, abort_, 8) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_COLLECTIVE_ABORT, abort_, 9) == CCOIP_ERR_INVALID);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_COLLECTIVE_ABORT, abort_, 7) == CCOIP_ERR_TRUNCATED);
+}
+
 static void test_encode_limits(void) {
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
@@ -248,6 +290,7 @@ int main(void) {
     test_frame_peek();
     test_round_trips();
     test_malformed();
+    test_collectives();
     test_encode_limits();
     return check_exit();
 }
