@@ -71,7 +71,7 @@ static const ccoip_ss_result_t *result(int i) {
 
 /* Client i syncs n tensors "t0".. of 1000 floats with the given hashes. */
 static void sync(int i, uint64_t rev, int strategy, int n, const uint64_t *hashes) {
-    static char names[16][8];
+    static char names[16][16];
     ccoip_ss_tensor_t t[16];
     for (int k = 0; k < n; k++) {
         snprintf(names[k], sizeof names[k], "t%d", k);
