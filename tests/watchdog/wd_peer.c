@@ -15,6 +15,8 @@
  *   arstop TAG COUNT MASK K     -> starts the all-reduce async; once K sub-chunk completions
  *                                  moved (the op's doorbell), prints "stopping" and SIGSTOPs
  *                                  itself mid-ring; after SIGCONT: "ar R MS NBAD HASH NAME"
+ *                                  (MS from the SIGCONT on); "nomove" when the op ended first
+ *   armove TAG COUNT MASK K     -> the same without the stop: "moving", then the "ar" line
  *   quit                        -> "bye FDS THREADS BASE_FDS BASE_THREADS" after
  *                                  pcclDestroyCommunicator (BASE: before pcclInit) */
 #include <dirent.h>
@@ -38,6 +40,8 @@ static int count_dir(const char *path) {
     closedir(d);
     return n;
 }
+
+static void *nothing(void *arg) { return arg; }
 
 static long now_ms(void) {
     struct timespec ts;
@@ -104,6 +108,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* A sanitizer runtime starts a thread of its own with the first pthread_create: start a dummy
+     * thread first, so that the base counts it. */
+    pthread_t dummy;
+    if (pthread_create(&dummy, NULL, nothing, NULL) == 0) pthread_join(dummy, NULL);
     int base_fds = count_dir("/proc/self/fd"), base_threads = count_dir("/proc/self/task");
     idx = atoi(argv[2]);
     pcclInit();
@@ -138,7 +146,8 @@ int main(int argc, char **argv) {
             long t0 = now_ms();
             pcclResult_t r = pcclArePeersPending(comm, &pending);
             printf("pending %d %ld\n", (int) r, now_ms() - t0);
-        } else if ((strcmp(cmd, "ar") == 0 && n == 4) || (strcmp(cmd, "arstop") == 0 && n == 5)) {
+        } else if ((strcmp(cmd, "ar") == 0 && n == 4) ||
+                   ((strcmp(cmd, "arstop") == 0 || strcmp(cmd, "armove") == 0) && n == 5)) {
             if (count > cap) {
                 free(in);
                 free(out);
@@ -164,9 +173,13 @@ int main(int argc, char **argv) {
                         struct timespec ts = {0, 100000};
                         nanosleep(&ts, NULL);
                     }
-                    printf(running && v - base >= k ? "stopping\n" : "nostop\n");
-                    if (running) raise(SIGSTOP); /* the whole process, mid-ring: heartbeats stop too */
-                    t0 = now_ms();
+                    bool stop = strcmp(cmd, "arstop") == 0;
+                    bool moved = running && v - base >= k;
+                    printf("%s\n", !moved ? "nomove" : stop ? "stopping" : "moving");
+                    if (moved && stop) {
+                        raise(SIGSTOP); /* the whole process, mid-ring: heartbeats stop too */
+                        t0 = now_ms();
+                    }
                     r = pcclAwaitAsyncReduce(&h, NULL);
                 }
             }
