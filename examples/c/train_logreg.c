@@ -7,9 +7,9 @@
  * Peers may die and join at any time:
  *   - a failed all-reduce (a peer died) -> pcclUpdateTopology, then the step is retried;
  *   - pcclArePeersPending -> pcclUpdateTopology admits newcomers;
- *   - after every topology change the peers re-synchronise the parameters and the step counter
- *     with an exact broadcast: an all-reduce Max over their bits as uint32, to which a newcomer
- *     contributes zeros (every established peer holds the same bits, so Max returns them).
+ *   - every step starts with pcclSynchronizeSharedState over the parameters and the step
+ *     counter: peers that hold the popular content move nothing (and check that they do); a
+ *     newcomer, whose revision is 0, receives them and carries on from there.
  * Prints one line per step and, at the end, a hash of the parameters: equal on every peer. */
 #include <math.h>
 #include <pccl.h>
@@ -90,22 +90,16 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* The exact broadcast described at the top. */
-static pcclResult_t sync_model(pcclComm_t *comm, model_t *m, int newcomer) {
-    uint32_t bits[DIM + 2];
-    memset(bits, 0, sizeof bits);
-    if (!newcomer) {
-        memcpy(bits, m->w, sizeof m->w);
-        bits[DIM + 1] = m->step;
-    }
-    pcclReduceDescriptor_t d = {.count = DIM + 2, .op = pcclMax, .tag = 1,
-                                .src_descriptor = {.datatype = pcclUint32, .distribution_hint = pcclDistributionNone},
-                                .quantization_options = {.quantized_datatype = pcclUint32, .algorithm = pcclQuantNone}};
-    pcclResult_t r = pcclAllReduce(bits, bits, &d, comm, NULL);
-    if (r == pcclSuccess) {
-        memcpy(m->w, bits, sizeof m->w);
-        m->step = bits[DIM + 1];
-    }
+/* The shared state: the parameters and the step counter. Each sync advances the revision by
+ * one; a newcomer starts at revision 0, below everyone, and so receives the popular content and
+ * its revision. A failed sync is retried with the same revision. */
+static pcclResult_t sync_model(pcclComm_t *comm, pcclSharedState_t *state, uint64_t *next_revision,
+                               uint64_t *rx_bytes) {
+    state->revision = *next_revision;
+    pcclSharedStateSyncInfo_t info = {0, 0};
+    pcclResult_t r = pcclSynchronizeSharedState(comm, state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, &info);
+    if (r == pcclSuccess) *next_revision = state->revision + 1;
+    *rx_bytes = info.rx_bytes;
     return r;
 }
 
@@ -137,29 +131,41 @@ int main(int argc, char **argv) {
 
     model_t m;
     memset(&m, 0, sizeof m);
-    int newcomer = 1, need_sync = 1;
+    pcclTensorInfo_t infos[2] = {
+        {.name = "weights", .data = m.w, .count = DIM + 1, .datatype = pcclFloat, .device_type = pcclDeviceCpu},
+        {.name = "step", .data = &m.step, .count = 1, .datatype = pcclUint32, .device_type = pcclDeviceCpu}};
+    pcclSharedState_t state = {.revision = 0, .count = 2, .infos = infos};
+    /* Everyone starts at revision 0: the founders' first sync elects their common (zero)
+     * parameters at revision 0; a peer joining later is below the run's revision and receives. */
+    uint64_t next_revision = 0;
+    int synced = 0;
     /* Every peer makes the same sequence of collective calls: a newcomer's first call after
-     * pcclConnect is the parameter sync, which is also what the others do right after the
-     * pcclUpdateTopology that admitted it. */
+     * pcclConnect is the shared-state sync, which is also what the others do first in the step
+     * after the pcclUpdateTopology that admitted it. */
     while (m.step < steps) {
         int world = 0;
         bool pending = false;
         pcclGetAttribute(comm, PCCL_ATTRIBUTE_PEER_GROUP_WORLD_SIZE, &world);
         if (world < 2) { /* alone: wait for company */
-            if (pcclArePeersPending(comm, &pending) == pcclSuccess && pending && pcclUpdateTopology(comm) == pcclSuccess)
-                need_sync = 1;
-            else
+            if (!(pcclArePeersPending(comm, &pending) == pcclSuccess && pending && pcclUpdateTopology(comm) == pcclSuccess))
                 sleep_ms(20);
             continue;
         }
-        if (need_sync) {
-            if (sync_model(comm, &m, newcomer) != pcclSuccess) {
-                pcclUpdateTopology(comm);
-                continue;
-            }
-            if (newcomer) printf("peer %d: caught up at step %u\n", id, m.step);
-            newcomer = 0, need_sync = 0;
+        uint64_t rx = 0;
+        r = sync_model(comm, &state, &next_revision, &rx);
+        if (r != pcclSuccess) {
+            printf("peer %d: shared-state sync failed (%s); updating the topology\n", id, pcclResultString(r));
+            while (pcclUpdateTopology(comm) == pcclUpdateTopologyFailed) sleep_ms(10);
+            continue;
         }
+        if (rx > 0 && synced) { /* a peer already in never has to fetch: it would mean divergence */
+            fprintf(stderr, "peer %d: fetched %llu bytes of shared state at step %u: parameters diverged\n", id,
+                    (unsigned long long) rx, m.step);
+            return 1;
+        }
+        if (rx > 0) printf("peer %d: caught up at step %u (received %llu bytes of shared state)\n", id, m.step,
+                           (unsigned long long) rx);
+        synced = 1;
         float grad[DIM + 2];
         gradient(&m, grad);
         pcclReduceDescriptor_t d = {.count = DIM + 2, .op = pcclAvg, .tag = 0,
@@ -171,17 +177,14 @@ int main(int argc, char **argv) {
             printf("peer %d: step %u: all-reduce failed (%s): a peer left; updating the topology\n", id, m.step + 1,
                    pcclResultString(r));
             while (pcclUpdateTopology(comm) == pcclUpdateTopologyFailed) sleep_ms(10);
-            need_sync = 1;
             continue;
         }
         for (int j = 0; j <= DIM; j++) m.w[j] -= LR * grad[j];
         m.step++;
         printf("peer %d: step %3u  world %u  loss %.6f\n", id, m.step, info.local_world_size, grad[DIM + 1]);
         if (delay_ms > 0) sleep_ms(delay_ms);
-        if (pcclArePeersPending(comm, &pending) == pcclSuccess && pending) {
+        if (pcclArePeersPending(comm, &pending) == pcclSuccess && pending)
             while (pcclUpdateTopology(comm) == pcclUpdateTopologyFailed) sleep_ms(10);
-            need_sync = 1;
-        }
     }
     printf("peer %d: done at step %u, parameter hash %016llx\n", id, m.step,
            (unsigned long long) fnv1a(m.w, sizeof m.w));
