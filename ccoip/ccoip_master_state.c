@@ -22,6 +22,7 @@ void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *o
 }
 
 void ccoip_mstate_free(ccoip_master_state_t *st) {
+    ccoip_mbw_free(st);
     free(st->clients);
     st->clients = NULL;
     st->nclients = st->cap = 0;
@@ -132,7 +133,7 @@ static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
 /* Starts a round with every accepted peer and every registered one: the ring of each peer group
  * is its members in connection order; each member is told its next (connect to) and previous
  * (accept from) neighbour. */
-static void start_round(ccoip_master_state_t *st) {
+static void start_round(ccoip_master_state_t *st, bool admit) {
     size_t n = 0;
     ccoip_mclient_t **ring = malloc((st->nclients + 1) * sizeof *ring);
     if (ring == NULL) {
@@ -141,7 +142,7 @@ static void start_round(ccoip_master_state_t *st) {
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED && c->phase != CCOIP_MPHASE_REGISTERED) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || c->phase != CCOIP_MPHASE_REGISTERED)) continue;
         c->in_round = true;
         c->round_ok = -1;
         c->state = CCOIP_MSTATE_CONNECTING_P2P;
@@ -225,23 +226,29 @@ static void evaluate(ccoip_master_state_t *st) {
         if (all) finish_round(st, ok, "a peer could not connect to its neighbours");
         return;
     }
-    size_t accepted = 0, accept_votes = 0, pending_votes = 0;
+    if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
+    size_t accepted = 0, accept_votes = 0, pending_votes = 0, optimize_votes = 0;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
         accepted++;
         accept_votes += c->state == CCOIP_MSTATE_VOTE_ACCEPT;
         pending_votes += c->state == CCOIP_MSTATE_VOTE_PENDING;
+        optimize_votes += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
     }
     size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
     if (accepted == 0) {
         /* Nobody to vote: whoever is waiting is admitted at once (the very first peer). */
-        if (registered > 0) start_round(st);
+        if (registered > 0) start_round(st, true);
         return;
     }
-    if (accept_votes + pending_votes < accepted) return;
+    if (accept_votes + pending_votes + optimize_votes < accepted) return;
+    if (optimize_votes == accepted) {
+        ccoip_mbw_start(st);
+        return;
+    }
     if (accept_votes == accepted) {
-        start_round(st);
+        start_round(st, true);
         return;
     }
     bool agree = pending_votes == accepted;
@@ -252,11 +259,13 @@ static void evaluate(ccoip_master_state_t *st) {
         if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
         if (c->state == CCOIP_MSTATE_VOTE_PENDING)
             send_pending_result(st, c, agree ? CCOIP_RESULT_OK : CCOIP_RESULT_MISMATCH, registered > 0);
-        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT)
+        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_OPTIMIZE)
             send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
         c->state = CCOIP_MSTATE_IDLE;
     }
 }
+
+void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false); }
 
 static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, log_level_t level);
 
@@ -283,6 +292,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
                  was_accepted ? "accepted" : c->phase == CCOIP_MPHASE_REGISTERED ? "pending" : "not joined", why);
     st->close(st->ctx, c);
     ccoip_mss_on_leave(st, c, was_accepted); /* frees its sync state; re-evaluates its group's sync */
+    ccoip_mbw_on_leave(st, c); /* its matrix row and column; fails an optimisation it is in */
     if (st->shutting_down) return;
     if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
     if (was_accepted) {
@@ -404,6 +414,15 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
         return;
+    case CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
+        c->state = CCOIP_MSTATE_VOTE_OPTIMIZE;
+        evaluate(st);
+        return;
+    case CCOIP_PKT_C2M_BANDWIDTH_REPORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break; /* late reports of an ended session are ignored there */
+        ccoip_mbw_on_report(st, c, &p->u.bench_report);
+        return;
     case CCOIP_PKT_C2M_SHARED_STATE_SYNC:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mss_on_sync(st, c, &p->u.ss_sync);
@@ -445,4 +464,5 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
     }
     if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms)
         finish_round(st, false, "round timed out");
+    ccoip_mbw_tick(st);
 }

@@ -21,7 +21,9 @@ typedef enum ccoip_mstate_t {
     CCOIP_MSTATE_IDLE = 0,
     CCOIP_MSTATE_VOTE_ACCEPT = 1,    /* in pcclUpdateTopology, waiting for the others */
     CCOIP_MSTATE_CONNECTING_P2P = 2, /* told its neighbours, waiting for its P2P_ESTABLISHED */
-    CCOIP_MSTATE_VOTE_PENDING = 3    /* in pcclArePeersPending */
+    CCOIP_MSTATE_VOTE_PENDING = 3,   /* in pcclArePeersPending */
+    CCOIP_MSTATE_VOTE_OPTIMIZE = 4,  /* in pcclOptimizeTopology, waiting for the others */
+    CCOIP_MSTATE_BENCHMARKING = 5    /* measuring bandwidths for pcclOptimizeTopology */
     /* later: in collective, syncing shared state, benchmarking */
 } ccoip_mstate_t;
 
@@ -91,6 +93,7 @@ typedef struct ccoip_master_state_t {
     void (*close)(void *ctx, ccoip_mclient_t *c);
     void (*make_uuid)(void *ctx, ccoip_uuid_t *out);
     void *ctx;
+    struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
 } ccoip_master_state_t;
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
@@ -128,6 +131,19 @@ void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group);
 void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req);
 void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done);
 void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted);
+
+/* Topology optimisation (ccoip_master_bw.c): start when every accepted peer voted, reports,
+ * a client leaving (drops its matrix row and column; fails a session it takes part in), the step
+ * timeout, and freeing the matrix. */
+void ccoip_mbw_start(ccoip_master_state_t *st);
+bool ccoip_mbw_active(const ccoip_master_state_t *st);
+void ccoip_mbw_on_report(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_bench_report_t *r);
+void ccoip_mbw_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+void ccoip_mbw_tick(ccoip_master_state_t *st);
+void ccoip_mbw_free(ccoip_master_state_t *st);
+/* Starts a topology round of the accepted peers only (no admission): each is told its ring
+ * neighbours by the current ring order (ids), as pcclUpdateTopology's round does. */
+void ccoip_mstate_relink(ccoip_master_state_t *st);
 
 /* The four attributes as c would see them now. */
 ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);

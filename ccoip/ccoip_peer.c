@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ccoip/ccoip_peer.h"
+#include "ccoip/ccoip_peer_bench.h"
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_peer_shared.h"
 #include "log/log.h"
@@ -65,6 +66,7 @@ static round_outcome_t await_round(pcclComm_t *comm) {
 pcclResult_t ccoip_peer_connect(pcclComm_t *comm) {
     pcclResult_t res = ccoip_p2p_start(comm);
     if (res == pcclSuccess) res = ccoip_ss_start(comm);
+    if (res == pcclSuccess) res = ccoip_bench_start(comm);
     if (res == pcclSuccess) res = ccoip_link_open(comm);
     if (res != pcclSuccess) return res;
     LOG_INFO(MOD, "registered with the master (p2p port %u); waiting for admission", comm->p2p.port);
@@ -122,4 +124,14 @@ pcclResult_t ccoip_peer_are_peers_pending(pcclComm_t *comm, bool *pending) {
         LOG_WARN(MOD, "ignoring %s from the master while awaiting the pending vote", ccoip_packet_name(r.type));
         ccoip_packet_free(&r);
     }
+}
+
+ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
+    switch (run_round(comm, info)) {
+    case ROUND_OK: return CCOIP_ROUND_OK;
+    case ROUND_FAILED: return CCOIP_ROUND_FAILED;
+    case ROUND_MISMATCH: return CCOIP_ROUND_MISMATCH;
+    case ROUND_LOST: break;
+    }
+    return CCOIP_ROUND_LOST;
 }

@@ -119,6 +119,7 @@ struct pcclComm_t {
     ccoip_abort_queue_t aborts;
     ccoip_peer_p2p_t p2p;
     struct ccoip_peer_ss_t *ss; /* the shared-state listener and serving (ccoip_peer_shared.c) */
+    struct ccoip_peer_bench_t *bench; /* the benchmark listener (ccoip_peer_bench.c) */
 
     /* The data plane (ccoip_coll.c): `ops` are the collectives in flight (by tag), the master-link
      * thread routes COMMENCE/DONE/ABORT to them; the data links of every pool stream are made on
@@ -178,5 +179,15 @@ void ccoip_p2p_stop(pcclComm_t *comm);          /* join the thread, close every 
  * stand. Gives up early (false) when a TOPOLOGY_RESULT for this round arrives meanwhile; that
  * packet is then returned in *early (type 0 otherwise). */
 bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early);
+
+/* ccoip_peer.c: one topology round as pcclUpdateTopology runs it (link to the neighbours of
+ * `info`, report, await the outcome); pcclOptimizeTopology adopts its new ring through it. */
+typedef enum ccoip_round_outcome_t {
+    CCOIP_ROUND_OK = 0,
+    CCOIP_ROUND_FAILED,
+    CCOIP_ROUND_MISMATCH,
+    CCOIP_ROUND_LOST
+} ccoip_round_outcome_t;
+ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info);
 
 #endif /* CCOIP_PEER_INT_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ccoip/ccoip_conn.h"
+#include "ccoip/ccoip_peer_bench.h"
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_peer_shared.h"
 #include "ccoip/ccoip_socket.h"
@@ -141,6 +142,7 @@ static void *link_main(void *arg) {
         case CCOIP_PKT_M2C_PENDING_RESULT:
         case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
         case CCOIP_PKT_M2C_SHARED_STATE_DONE:
+        case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
             if (!mail_push(comm, &p)) {
                 ccoip_packet_free(&p);
                 link_lost(comm, "the master sent more replies than were asked for");
@@ -188,6 +190,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm) {
     p.u.join.peer_group = comm->params.peer_group;
     p.u.join.p2p_port = comm->p2p.port;
     p.u.join.ss_port = ccoip_ss_port(comm);
+    p.u.join.bench_port = ccoip_bench_port(comm);
     st = ccoip_conn_send(fd, &p);
     ccoip_packet_t r;
     if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);

@@ -4,6 +4,7 @@
 
 #include "ccoip/ccoip_p2p.h"
 #include "ccoip/ccoip_peer.h"
+#include "ccoip/ccoip_peer_bench.h"
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_peer_shared.h"
 #include "ccoip/pccl_internal.h"
@@ -122,6 +123,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     ccoip_colls_shutdown(comm); /* aborts what runs and joins the workers */
     ccoip_link_close(comm);
     ccoip_ss_stop(comm); /* after the link: no sync can be waiting any more */
+    ccoip_bench_stop(comm);
     ccoip_p2p_stop(comm);
     pthread_mutex_destroy(&comm->send_lock);
     pthread_mutex_destroy(&comm->mail_lock);

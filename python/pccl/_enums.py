@@ -18,6 +18,7 @@ class Result(IntEnum):
     PENDING_ASYNC_OPS = 10
     UPDATE_TOPOLOGY_FAILED = 11
     TOPOLOGY_OPTIMIZATION_FAILED = 12
+    COLLECTIVE_TIMEOUT = 100  # extension (PCCL_HAS_COLLECTIVE_TIMEOUT): the collective watchdog fired
 
 
 def result_from_code(code):
