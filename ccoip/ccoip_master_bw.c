@@ -9,11 +9,15 @@
  * a peer group matter (rings are per group) and only pairs missing from the matrix are measured,
  * in steps: in step k the member at ring position i of a group of m sends to the one at
  * (i + k) mod m. Each step is a permutation: every peer sends to at most one peer and receives
- * from at most one, so no measurement shares a host's uplink or downlink with another, while
- * all groups and all senders of a step run in parallel. Steps end when every member reported (a
- * barrier), so at most max(m) - 1 steps of the measurement time each; steps with nothing to
- * measure are skipped. Links that several pairs share beyond the hosts (a switch, a WAN path)
- * can still be contended within a step; the matrix does not model that.
+ * from at most one, the load a ring all-reduce puts on a host (send to next, receive from
+ * previous), so no measurement shares a host's uplink or downlink with another measurement,
+ * while all groups and all senders of a step run in parallel. When 2k = m the step would pair
+ * peers in both directions at once (a's data and b's ACKs for a's stream on one uplink), which
+ * a ring never does: that step runs in two halves (positions < k, then the rest). Steps end when
+ * every member reported (a barrier), so at most about max(m) steps of the measurement time
+ * each; steps with nothing to measure are skipped. Links that several pairs share beyond the
+ * hosts (a switch, a WAN path) can still be contended within a step; the matrix does not model
+ * that. On the wire a step is numbered 2k + half.
  *
  * Then each group's ring is solved (ccoip_master_topo.c) and adopted only when it beats the
  * current order: members of the group are permuted in the client table and their ids (the ring
@@ -46,7 +50,7 @@ struct ccoip_mbw_t {
     /* The session in progress. Members are the accepted peers in ring order (table order). */
     bool active;
     uint64_t session;
-    uint32_t step, maxk, duration_ms;
+    uint32_t step, maxk, duration_ms; /* step: 2 * offset + half (0: none yet) */
     uint64_t step_started_ms;
     size_t n;
     ccoip_mclient_t **members;
@@ -147,10 +151,16 @@ static void fail(ccoip_master_state_t *st, const char *why) {
     end_session(m);
 }
 
-/* The member that member i sends to in step k, or NULL (group too small). */
+/* The member that member i sends to at offset k, or NULL (group too small). */
 static ccoip_mclient_t *partner(const struct ccoip_mbw_t *m, size_t i, uint32_t k) {
     if (k >= m->gsize[i]) return NULL;
     return m->members[m->gl[m->gstart[i] + (m->gpos[i] + k) % m->gsize[i]]];
+}
+
+/* Whether member i sends in half `half` of offset k: both directions of a pair never together. */
+static bool in_half(const struct ccoip_mbw_t *m, size_t i, uint32_t k, uint32_t half) {
+    if (2 * (size_t) k != m->gsize[i]) return half == 0;
+    return (m->gpos[i] < k) == (half == 0);
 }
 
 /* Needs measuring: unknown, and the receiver has a benchmark listener. */
@@ -275,15 +285,16 @@ static void finish(ccoip_master_state_t *st) {
 /* Moves to the next step that has a pair to measure, or finishes. */
 static void next_step(ccoip_master_state_t *st) {
     struct ccoip_mbw_t *m = st->bw;
-    for (uint32_t k = m->step + 1; k <= m->maxk; k++) {
+    for (uint32_t s = m->step + 1; s <= 2 * m->maxk + 1; s++) {
+        uint32_t k = s / 2, half = s % 2;
         bool any = false;
         for (size_t i = 0; i < m->n; i++) {
-            ccoip_mclient_t *t = partner(m, i, k);
+            ccoip_mclient_t *t = k >= 1 && in_half(m, i, k, half) ? partner(m, i, k) : NULL;
             m->asked[i] = t != NULL && missing(m, m->members[i], t) ? t : NULL;
             any = any || m->asked[i] != NULL;
         }
         if (!any) continue;
-        m->step = k;
+        m->step = s;
         if (!send_requests(st)) fail(st, "out of memory sending measurement requests");
         return;
     }

@@ -296,17 +296,20 @@ uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, ui
      * link never holds us past it). */
     int64_t end = ccoip_now_ms() + duration_ms;
     uint64_t sent = 0;
-    bool ok = true;
-    for (int64_t now = ccoip_now_ms(); ok && now < end; now = ccoip_now_ms()) {
+    const char *broke = NULL;
+    for (int64_t now = ccoip_now_ms(); broke == NULL && now < end; now = ccoip_now_ms()) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int r = poll(&pfd, 1, (int) (end - now));
         if (r <= 0) continue; /* timeout (the loop ends) or EINTR */
-        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) ok = false;
-        if (!ok) break;
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            broke = "the receiver closed the connection";
+            break;
+        }
         ssize_t n = send(fd, zeros, CHUNK, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) sent += (uint64_t) n;
-        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ok = false;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) broke = strerror(errno);
     }
+    bool ok = broke == NULL;
     uint64_t bps = 0;
     if (ok) {
         shutdown(fd, SHUT_WR);
@@ -322,8 +325,7 @@ uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, ui
         }
         if (st == CCOIP_OK) ccoip_packet_free(&r);
     } else {
-        LOG_WARN(MOD, "benchmark stream to %s broke after %llu bytes: %s", name, (unsigned long long) sent,
-                 strerror(errno));
+        LOG_WARN(MOD, "benchmark stream to %s broke after %llu bytes: %s", name, (unsigned long long) sent, broke);
     }
     ccoip_sock_close(fd);
     if (bps > 0)

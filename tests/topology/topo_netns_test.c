@@ -1,0 +1,158 @@
+/* topo_netns_test: pcclOptimizeTopology where one ring order is clearly best. Four hosts in
+ * network namespaces on one bridge (10.77.0.1-4); each host's egress is an htb with a 400 Mbit/s
+ * class towards exactly one other host (u32 filter on the destination IP) and 50 Mbit/s towards
+ * the rest, so that only the directed ring h0 -> h2 -> h1 -> h3 -> h0 is fast. The peers join
+ * in host order (the master's first ring is 0 -> 1 -> 2 -> 3: three slow edges). After the
+ * optimisation every peer's next neighbour must be its fast successor; the all-reduce time
+ * before and after is reported (and must improve). Needs root and iproute2: otherwise it prints
+ * a SKIPPED line and passes.
+ *   topo_netns_test PCCL_MASTER TOPO_PEER */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pccl.h"
+#include "tests/topology/topo_util.h"
+
+enum { N = 4 };
+static const int succ[N] = {2, 3, 1, 0}; /* the fast edge out of each host: 0->2->1->3->0 */
+static char prefix[32];
+static bool made;
+
+static int sh(const char *fmt, ...) {
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+static void cleanup(void) {
+    if (!made) return;
+    for (int i = 0; i < N; i++) sh("ip netns del %sh%d 2>/dev/null", prefix, i);
+    sh("ip netns del %ssw 2>/dev/null", prefix);
+}
+
+static bool setup(void) {
+    snprintf(prefix, sizeof prefix, "tp%d", (int) getpid());
+    if (sh("ip netns add %ssw 2>/dev/null", prefix) != 0) return false;
+    made = true;
+    if (sh("ip -n %ssw link add br0 type bridge && ip -n %ssw link set br0 up", prefix, prefix) != 0) return false;
+    for (int i = 0; i < N; i++) {
+        const char *p = prefix;
+        if (sh("ip netns add %sh%d", p, i) != 0) return false;
+        if (sh("ip link add eth0 netns %sh%d type veth peer name p%d netns %ssw", p, i, i, p) != 0) return false;
+        if (sh("ip -n %ssw link set p%d master br0 && ip -n %ssw link set p%d up", p, i, p, i) != 0) return false;
+        if (sh("ip -n %sh%d addr add 10.77.0.%d/24 dev eth0 && ip -n %sh%d link set eth0 gso_max_size 32000 && "
+               "ip -n %sh%d link set eth0 up && ip -n %sh%d link set lo up",
+               p, i, i + 1, p, i, p, i, p, i) != 0)
+            return false;
+        /* 1:10 fast towards succ[i], 1:20 (default) slow towards everyone else; 1:30 small
+         * packets (pure ACKs), so that a slow class full of data does not starve the ACKs of a
+         * fast stream coming in (access links with fq do the same). */
+        if (sh("tc -n %sh%d qdisc add dev eth0 root handle 1: htb default 20 r2q 1000 && "
+               "tc -n %sh%d class add dev eth0 parent 1: classid 1:10 htb rate 400mbit burst 64k cburst 64k && "
+               "tc -n %sh%d class add dev eth0 parent 1: classid 1:20 htb rate 50mbit burst 32k cburst 32k && "
+               "tc -n %sh%d class add dev eth0 parent 1: classid 1:30 htb rate 100mbit burst 32k cburst 32k prio 0 && "
+               "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 0 0xff80 at 2 flowid 1:30 && "
+               "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.77.0.%d/32 flowid 1:10",
+               p, i, p, i, p, i, p, i, p, i, p, i, succ[i] + 1) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The harness execs without a PATH search: find ip(8) ourselves. */
+static char *ip_path(void) {
+    static char *const where[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
+        if (access(where[i], X_OK) == 0) return where[i];
+    return "ip";
+}
+
+static bool spawn_in(h_proc_t *proc, int host, char *const *args) {
+    char ns[48];
+    snprintf(ns, sizeof ns, "%sh%d", prefix, host);
+    char *argv[16] = {ip_path(), "netns", "exec", ns};
+    int n = 4;
+    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    return h_spawn(proc, argv);
+}
+
+int main(int argc, char **argv) {
+    REQUIRE(argc == 3);
+    h_init(90);
+    atexit(cleanup);
+    if (getuid() != 0 || !setup()) {
+        cleanup();
+        made = false;
+        printf("topo_netns_test: SKIPPED: cannot create network namespaces (needs root, iproute2, htb)\n");
+        return 0;
+    }
+    setenv("PCCL_BENCH_MS", "300", 1);
+    h_proc_t master;
+    char *margs[] = {argv[1], "--listen", "10.77.0.1:0", NULL};
+    REQUIRE(spawn_in(&master, 0, margs));
+    char line[256];
+    REQUIRE(h_read_line(&master, line, sizeof line, 20000));
+    const char *colon = strrchr(line, ':');
+    REQUIRE(colon != NULL);
+    char addr[64];
+    snprintf(addr, sizeof addr, "10.77.0.1:%d", atoi(colon + 1));
+
+    topo_peer_t peers[N];
+    topo_peer_t *all[N];
+    for (int i = 0; i < N; i++) {
+        all[i] = &peers[i];
+        char *pargs[] = {argv[2], addr, "0", NULL};
+        REQUIRE(spawn_in(&peers[i].p, i, pargs));
+    }
+    /* Host 0 alone, then 1, 2, 3 registering in that order (their ids make the first ring). */
+    topo_admit(NULL, 0, all, 1);
+    for (int i = 1; i < N; i++) {
+        REQUIRE(h_send(&peers[i].p, "connect"));
+        usleep(150000);
+    }
+    usleep(300000);
+    REQUIRE(h_send(&peers[0].p, "update"));
+    REQUIRE(h_read_line(&peers[0].p, line, sizeof line, TOPO_T) && strcmp(line, "update 0") == 0);
+    for (int i = 1; i < N; i++) {
+        REQUIRE(h_read_line(&peers[i].p, line, sizeof line, TOPO_T));
+        REQUIRE(sscanf(line, "connect 0 %32s", peers[i].uuid) == 1);
+    }
+    CHECK(topo_ring_valid(all, N));
+    int fast_before = 0;
+    for (int i = 0; i < N; i++) fast_before += topo_index(all, N, peers[i].next) == succ[i];
+    printf("before: %d of %d ring edges fast\n", fast_before, N);
+
+    const size_t count = 1u << 20; /* 4 MiB of float32 */
+    double before = 0, after = 0;
+    CHECK(topo_allreduce(all, N, count, 1, &before));
+
+    char lines[N][256];
+    int res[N];
+    topo_send_all(all, N, "optimize");
+    topo_read_all(all, N, lines, res);
+    for (int i = 0; i < N; i++) CHECK_EQ_U64(res[i], 0);
+    printf("%s\n", lines[0]);
+    CHECK(topo_ring_valid(all, N));
+    for (int i = 0; i < N; i++) {
+        int nx = topo_index(all, N, peers[i].next);
+        printf("host %d -> host %d%s\n", i, nx, nx == succ[i] ? " (fast)" : " (SLOW)");
+        CHECK(nx == succ[i]);
+    }
+    CHECK(topo_allreduce(all, N, count, 2, &after));
+    printf("all-reduce of 4 MiB float32 over 4 hosts: %.1f ms before, %.1f ms after optimising (%.1fx)\n", before,
+           after, after > 0 ? before / after : 0);
+    CHECK(after < before);
+
+    for (int i = 0; i < N; i++) topo_quit(&peers[i]);
+    h_kill(&master, SIGTERM);
+    h_wait(&master, 10000);
+    return check_exit();
+}
