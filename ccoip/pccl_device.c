@@ -144,7 +144,17 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
         LOG_ERROR(MOD, "all-reduce of device buffers: no pinned host block of %zu bytes", count * esz);
         return pcclInternalError;
     }
-    cuda_status_t st = op->cu->stream_create(&op->stream_in);
+    /* Our streams are non-blocking: wait for the work the caller queued on the legacy default
+     * stream (PyTorch's default stream, and through it every blocking stream) that may still be
+     * writing sendbuf. */
+    cuda_status_t st = op->cu->stream_synchronize(NULL);
+    if (st != CUDA_OK) {
+        LOG_ERROR(MOD, "all-reduce of device buffers: waiting for the caller's GPU work failed: %s",
+                  op->cu->status_string(st));
+        pccl_device_end(op, false);
+        return pcclInternalError;
+    }
+    st = op->cu->stream_create(&op->stream_in);
     if (st == CUDA_OK) st = op->cu->stream_create(&op->stream_out);
     if (st != CUDA_OK) {
         LOG_ERROR(MOD, "all-reduce of device buffers: cannot create streams: %s", op->cu->status_string(st));

@@ -5,7 +5,9 @@
  * device buffers (float32 and bfloat16; Sum and Avg; 1 element to 64 MiB; separate and in-place
  * buffers), copies the result back and checks it: equal to the same all-reduce over host
  * buffers, bit for bit; for Sum, equal to the exact expected values (small integers, exact in
- * both types); and the driver compares every peer's result hash. A host/device mix is refused.
+ * both types); and the driver compares every peer's result hash. Inputs of 1 MiB and more are
+ * written by an asynchronous copy still in flight when pcclAllReduce starts. A host/device mix
+ * is refused.
  * --bench: two peers time device- and host-buffer all-reduces of 64 and 256 MiB float32 and print
  * CSV rows (name,value,unit,baseline,ratio) with the host-buffer figure as the baseline.
  * Without CUDA built in, or without a GPU, it prints "skipped: no GPU" and passes. */
@@ -95,7 +97,7 @@ typedef struct dcase {
 static void run_case(const cuda_table_t *cu, pcclComm_t *comm, int id, const dcase_t *c, int p, int world) {
     size_t esz = c->dt == pcclFloat ? 4 : 2, bytes = c->count * esz;
     void *h_in = malloc(bytes), *h_host = malloc(bytes), *h_dev = malloc(bytes);
-    void *d_in = NULL, *d_out = NULL;
+    void *d_in = NULL, *d_out = NULL, *pinned = NULL;
     const char *why = NULL;
     if (!h_in || !h_host || !h_dev || cu->device_alloc(&d_in, bytes) != CUDA_OK ||
         (!c->inplace && cu->device_alloc(&d_out, bytes) != CUDA_OK)) {
@@ -104,13 +106,26 @@ static void run_case(const cuda_table_t *cu, pcclComm_t *comm, int id, const dca
     }
     if (c->inplace) d_out = d_in;
     fill(h_in, c->dt, p, c->count);
-    if (cu->memcpy_h2d(d_in, h_in, bytes, NULL) != CUDA_OK) {
+    /* Large inputs are written by an asynchronous copy on the legacy default stream that may
+     * still run when pcclAllReduce starts (as a training step's last kernel would): the library
+     * must wait for it. */
+    if (bytes >= ((size_t) 1 << 20) && cu->host_alloc(&pinned, 2 * bytes) == CUDA_OK) {
+        /* Ten copies of zeros first (tens of ms of queued work), the input last. */
+        memset(pinned, 0, bytes);
+        memcpy((char *) pinned + bytes, h_in, bytes);
+        for (int k = 0; k <= 10 && !why; k++)
+            if (cu->memcpy_h2d_async(d_in, (char *) pinned + (k == 10 ? bytes : 0), bytes, NULL) != CUDA_OK)
+                why = "async copy in";
+    } else if (cu->memcpy_h2d(d_in, h_in, bytes, NULL) != CUDA_OK) {
         why = "copy in";
-        goto done;
     }
+    if (why) goto done;
     pcclReduceDescriptor_t d = {c->count, c->op, (uint64_t) id, {c->dt, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
     pcclReduceInfo_t info;
-    if (pcclAllReduce(d_in, d_out, &d, comm, &info) != pcclSuccess) {
+    pcclResult_t ar = pcclAllReduce(d_in, d_out, &d, comm, &info);
+    if (pinned != NULL) cu->host_free(pinned); /* after the all-reduce: the copy may still run */
+    pinned = NULL;
+    if (ar != pcclSuccess) {
         why = "device all-reduce";
         goto done;
     }
@@ -145,6 +160,7 @@ done:
     if (why) printf("case %d FAIL %s\n", id, why);
     else printf("case %d %016" PRIx64 "\n", id, fnv(h_dev, bytes));
     fflush(stdout);
+    if (pinned != NULL) cu->host_free(pinned);
     if (d_out != d_in) cu->device_free(d_out);
     cu->device_free(d_in);
     free(h_in);
