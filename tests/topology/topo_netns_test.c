@@ -6,12 +6,16 @@
  * optimisation every peer's next neighbour must be its fast successor; the all-reduce time
  * before and after is reported (and must improve). Needs root and iproute2: otherwise it prints
  * a SKIPPED line and passes.
- *   topo_netns_test PCCL_MASTER TOPO_PEER */
+ *   topo_netns_test PCCL_MASTER TOPO_PEER [--bench]
+ * With --bench (bench/topology) it also times pcclUpdateTopology and a cached second
+ * optimisation, runs more all-reduces and prints CSV rows (name,value,unit,baseline,ratio) on
+ * stdout; its other lines go to stderr. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pccl.h"
@@ -84,14 +88,22 @@ static bool spawn_in(h_proc_t *proc, int host, char *const *args) {
     return h_spawn(proc, argv);
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 int main(int argc, char **argv) {
-    REQUIRE(argc == 3);
-    h_init(90);
+    REQUIRE(argc == 3 || argc == 4);
+    bool bench = argc == 4 && strcmp(argv[3], "--bench") == 0;
+    FILE *info = bench ? stderr : stdout;
+    h_init(bench ? 300 : 90);
     atexit(cleanup);
     if (getuid() != 0 || !setup()) {
         cleanup();
         made = false;
-        printf("topo_netns_test: SKIPPED: cannot create network namespaces (needs root, iproute2, htb)\n");
+        fprintf(info, "topo_netns_test: SKIPPED: cannot create network namespaces (needs root, iproute2, htb)\n");
         return 0;
     }
     setenv("PCCL_BENCH_MS", "300", 1);
@@ -128,28 +140,55 @@ int main(int argc, char **argv) {
     CHECK(topo_ring_valid(all, N));
     int fast_before = 0;
     for (int i = 0; i < N; i++) fast_before += topo_index(all, N, peers[i].next) == succ[i];
-    printf("before: %d of %d ring edges fast\n", fast_before, N);
+    fprintf(info, "before: %d of %d ring edges fast\n", fast_before, N);
 
     const size_t count = 1u << 20; /* 4 MiB of float32 */
     double before = 0, after = 0;
-    CHECK(topo_allreduce(all, N, count, 1, &before));
+    CHECK(topo_allreduce(all, N, count, bench ? 3 : 1, &before));
 
     char lines[N][256];
     int res[N];
+    double update_ms = 0;
+    if (bench) { /* the baseline of the optimisation's time: a plain re-link of the ring */
+        double t0 = now_ms();
+        topo_send_all(all, N, "update");
+        topo_read_all(all, N, lines, res);
+        update_ms = now_ms() - t0;
+        for (int i = 0; i < N; i++) CHECK_EQ_U64(res[i], 0);
+    }
+    double t0 = now_ms();
     topo_send_all(all, N, "optimize");
     topo_read_all(all, N, lines, res);
+    double optimize_ms = now_ms() - t0;
     for (int i = 0; i < N; i++) CHECK_EQ_U64(res[i], 0);
-    printf("%s\n", lines[0]);
+    fprintf(info, "%s\n", lines[0]);
     CHECK(topo_ring_valid(all, N));
     for (int i = 0; i < N; i++) {
         int nx = topo_index(all, N, peers[i].next);
-        printf("host %d -> host %d%s\n", i, nx, nx == succ[i] ? " (fast)" : " (SLOW)");
+        fprintf(info, "host %d -> host %d%s\n", i, nx, nx == succ[i] ? " (fast)" : " (SLOW)");
         CHECK(nx == succ[i]);
     }
-    CHECK(topo_allreduce(all, N, count, 2, &after));
-    printf("all-reduce of 4 MiB float32 over 4 hosts: %.1f ms before, %.1f ms after optimising (%.1fx)\n", before,
-           after, after > 0 ? before / after : 0);
+    CHECK(topo_allreduce(all, N, count, bench ? 5 : 2, &after));
+    fprintf(info, "all-reduce of 4 MiB float32 over 4 hosts: %.1f ms before, %.1f ms after optimising (%.1fx)\n",
+            before, after, after > 0 ? before / after : 0);
     CHECK(after < before);
+    if (bench) {
+        t0 = now_ms();
+        topo_send_all(all, N, "optimize");
+        topo_read_all(all, N, lines, res);
+        double cached_ms = now_ms() - t0;
+        for (int i = 0; i < N; i++) CHECK_EQ_U64(res[i], 0);
+        /* Bus bandwidth: 2 (n - 1) / n of the buffer crosses every ring edge. */
+        double bytes = 2.0 * (N - 1) / N * (double) count * 4;
+        double bw_before = bytes / (before * 1e-3) / 1e6, bw_after = bytes / (after * 1e-3) / 1e6;
+        printf("topology_htb/n4_4MiB_busbw_optimized_vs_connection_order,%.2f,MB/s,%.2f,%.3f\n", bw_after, bw_before,
+               bw_after / bw_before);
+        /* The floor of a first optimisation: 4 steps (offsets 1, 2a, 2b, 3) of 300 ms each. */
+        printf("topology_htb/n4_optimize_first_ms_vs_measurement_floor,%.1f,ms,%.1f,%.3f\n", optimize_ms, 4 * 300.0,
+               optimize_ms / (4 * 300.0));
+        printf("topology_htb/n4_optimize_cached_ms_vs_update_topology,%.1f,ms,%.1f,%.3f\n", cached_ms, update_ms,
+               cached_ms / update_ms);
+    }
 
     for (int i = 0; i < N; i++) topo_quit(&peers[i]);
     h_kill(&master, SIGTERM);
