@@ -555,6 +555,16 @@ class Communicator:
             _check("pcclGetAttribute", ptr, a.value, ctypes.byref(out))
         return int(out.value)
 
+    def set_collective_timeout(self, timeout_ms):
+        """Extension (libpccl only): a collective that makes no progress for timeout_ms fails with
+        Result.COLLECTIVE_TIMEOUT on every member; 0 restores the default (10 minutes, or
+        PCCL_COLLECTIVE_TIMEOUT_MS)."""
+        where = "Communicator.set_collective_timeout"
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms < 2 ** 32:
+            raise PCCLArgumentError(where, f"timeout_ms must be an int in [0, 2**32), not {timeout_ms!r}")
+        with self._use(where) as ptr:
+            _check("pcclSetCollectiveTimeout", ptr, timeout_ms)
+
     # -- shared state --
 
     def sync_shared_state(self, shared_state, strategy=SharedStateSyncStrategy.ENFORCE_POPULAR):

@@ -112,6 +112,8 @@ PROTOTYPES = {
     "pcclInterruptMaster": (_R, [_vp]),
     "pcclMasterAwaitTermination": (_R, [_vp]),
     "pcclDestroyMaster": (_R, [_vp]),
+    # Extensions (PCCL_HAS_*): ours, not PCCL's.
+    "pcclSetCollectiveTimeout": (_R, [_vp, ctypes.c_uint32]),
 }
 
 

@@ -282,3 +282,28 @@ def test_update_topology_with_async_op_in_flight_is_pending_async_ops(peers_fact
     hb = b.all_reduce_async(xb, yb, op=ReduceOp.SUM, tag=3)
     results = run_threads([h.wait, hb.wait])
     assert all(ok for ok, _, _ in results) and (y == 2).all() and (yb == 2).all()
+
+
+def test_collective_timeout_extension(peers_factory):
+    """set_collective_timeout (libpccl's extension): an all-reduce that its peer never joins fails
+    with COLLECTIVE_TIMEOUT on time instead of waiting for ever; then the pair carries on."""
+    needs("pcclAllReduce", "pcclSetCollectiveTimeout")
+    import time
+    a, b = peers_factory(2).comms
+    for bad in (-1, 2 ** 32, 1.5, "100", True):
+        with pytest.raises(pccl.PCCLError) as ei:
+            a.set_collective_timeout(bad)
+        assert ei.value.result is Result.INVALID_ARGUMENT
+    a.set_collective_timeout(300)
+    x = np.ones(8, np.float32)
+    t0 = time.monotonic()
+    with pytest.raises(pccl.PCCLError) as ei:
+        a.all_reduce(x, np.empty_like(x), op=ReduceOp.SUM, tag=3)
+    elapsed = time.monotonic() - t0
+    assert ei.value.result is Result.COLLECTIVE_TIMEOUT
+    assert 0.25 <= elapsed < 10, elapsed
+    a.set_collective_timeout(0)  # the default again
+    outs = [np.empty_like(x), np.empty_like(x)]
+    run_threads([lambda: a.all_reduce(x, outs[0], op=ReduceOp.SUM, tag=4),
+                 lambda: b.all_reduce(x, outs[1], op=ReduceOp.SUM, tag=4)])
+    assert (outs[0] == 2).all() and (outs[1] == 2).all()
