@@ -99,6 +99,10 @@ int main(int argc, char **argv) {
             printf("connect %d\n", (int) pcclConnect(comm));
         } else if (strcmp(line, "update") == 0) {
             printf("update %d\n", (int) pcclUpdateTopology(comm));
+        } else if (strcmp(line, "pending") == 0) {
+            bool pending = false;
+            pcclResult_t r = pcclArePeersPending(comm, &pending);
+            printf("pending %d %d\n", (int) r, (int) pending);
         } else if (sscanf(line, "tensors %llu %llu %llu", &a, &b, &c) == 3 && a <= MAX_TENSORS) {
             for (size_t i = 0; i < ntensors; i++) free(infos[i].data), infos[i].data = NULL;
             memset(infos, 0, sizeof infos);

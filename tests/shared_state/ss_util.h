@@ -35,6 +35,24 @@ static inline int ss_cmd(h_proc_t *p, char *line, size_t n, const char *fmt, ...
     return sp == NULL ? -999 : atoi(sp + 1);
 }
 
+/* The accepted peers' pending vote, repeated until the master has registered a newcomer (it does
+ * so a moment after the newcomer's connect); then a little more for the others started with it. */
+static inline void ss_await_pending(h_proc_t *acc, int na) {
+    char line[256];
+    for (int waited = 0;; waited += 20) {
+        REQUIRE(waited < SS_T);
+        for (int i = 0; i < na; i++) REQUIRE(h_send(&acc[i], "pending"));
+        int seen = 0;
+        for (int i = 0; i < na; i++) {
+            REQUIRE(h_read_line(&acc[i], line, sizeof line, SS_T));
+            seen += strcmp(line, "pending 0 1") == 0;
+        }
+        if (seen == na) break;
+        usleep(20000);
+    }
+    usleep(200000);
+}
+
 /* Starts n peers and admits them all: the first alone, the rest in one topology round. */
 static inline void ss_start_peers(h_proc_t *p, int n, const char *bin, int port) {
     char line[256];
@@ -42,7 +60,7 @@ static inline void ss_start_peers(h_proc_t *p, int n, const char *bin, int port)
     REQUIRE(ss_cmd(&p[0], line, sizeof line, "connect") == 0);
     if (n == 1) return;
     for (int i = 1; i < n; i++) REQUIRE(h_send(&p[i], "connect"));
-    usleep(400000); /* let them register before the vote */
+    ss_await_pending(p, 1); /* let them register before the vote */
     REQUIRE(ss_cmd(&p[0], line, sizeof line, "update") == 0);
     for (int i = 1; i < n; i++) {
         REQUIRE(h_read_line(&p[i], line, sizeof line, SS_T));
@@ -54,7 +72,7 @@ static inline void ss_start_peers(h_proc_t *p, int n, const char *bin, int port)
 static inline void ss_admit(h_proc_t *acc, int na, h_proc_t *newp, int nn) {
     char line[256];
     for (int i = 0; i < nn; i++) REQUIRE(h_send(&newp[i], "connect"));
-    usleep(400000);
+    ss_await_pending(acc, na);
     for (int i = 0; i < na; i++) REQUIRE(h_send(&acc[i], "update"));
     for (int i = 0; i < na; i++) {
         REQUIRE(h_read_line(&acc[i], line, sizeof line, SS_T));

@@ -80,6 +80,10 @@ int main(int argc, char **argv) {
             printf("connect %d %s\n", (int) r, h);
         } else if (strcmp(line, "update") == 0) {
             printf("update %d\n", (int) pcclUpdateTopology(comm));
+        } else if (strcmp(line, "pending") == 0) {
+            bool pending = false;
+            pcclResult_t r = pcclArePeersPending(comm, &pending);
+            printf("pending %d %d\n", (int) r, (int) pending);
         } else if (strcmp(line, "optimize") == 0) {
             double t0 = now_ms();
             pcclResult_t r = pcclOptimizeTopology(comm);

@@ -50,12 +50,30 @@ static inline void topo_read_all(topo_peer_t **t, int n, char lines[][256], int 
     }
 }
 
+/* The accepted peers' pending vote, repeated until the master has registered a newcomer (it does
+ * so a moment after the newcomer's connect); then a little more for the others started with it. */
+static inline void topo_await_pending(topo_peer_t **acc, int na) {
+    char line[256];
+    for (int waited = 0;; waited += 20) {
+        REQUIRE(waited < TOPO_T);
+        for (int i = 0; i < na; i++) REQUIRE(h_send(&acc[i]->p, "pending"));
+        int seen = 0;
+        for (int i = 0; i < na; i++) {
+            REQUIRE(h_read_line(&acc[i]->p, line, sizeof line, TOPO_T));
+            seen += strcmp(line, "pending 0 1") == 0;
+        }
+        if (seen == na) break;
+        usleep(20000);
+    }
+    usleep(200000);
+}
+
 /* Connect: the first connects alone (when alone), the rest are admitted by a vote of `acc`. */
 static inline void topo_admit(topo_peer_t **acc, int na, topo_peer_t **newp, int nn) {
     char line[256];
     for (int i = 0; i < nn; i++) REQUIRE(h_send(&newp[i]->p, "connect"));
     if (na > 0) {
-        usleep(400000); /* let them register before the vote */
+        topo_await_pending(acc, na); /* let them register before the vote */
         for (int i = 0; i < na; i++) REQUIRE(h_send(&acc[i]->p, "update"));
         for (int i = 0; i < na; i++) {
             REQUIRE(h_read_line(&acc[i]->p, line, sizeof line, TOPO_T));
