@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;
-    char line[512], first[NCASES][64];
+    char line[512], first[NCASES][256];
     for (int i = 0; i < world; i++) {
         if (!h_read_line(&peers[i], line, sizeof line, 60000) || strcmp(line, "ready") != 0) {
             fprintf(stderr, "peer %d did not get ready: %s\n", i, line);
