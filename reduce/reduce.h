@@ -161,7 +161,9 @@ typedef struct reduce_link {
 
 /* ---- Ring all-reduce ---------------------------------------------------------------------- */
 
-#define REDUCE_RING_DEFAULT_SUBCHUNK (256u * 1024u)
+#define REDUCE_RING_DEFAULT_SUBCHUNK (256u * 1024u)  /* smallest automatic size */
+#define REDUCE_RING_MAX_AUTO_SUBCHUNK (1024u * 1024u) /* largest automatic size */
+#define REDUCE_RING_SUBCHUNKS_PER_CHUNK 32u         /* automatic: aim for this many per chunk */
 #define REDUCE_RING_DEFAULT_WINDOW 8u
 #define REDUCE_RING_MAX_WINDOW 64u
 #define REDUCE_RING_DEFAULT_POLL_US 1000u
@@ -189,7 +191,7 @@ typedef struct reduce_ring_params {
     reduce_cache_t *cache;             /* staging blocks */
     const _Atomic uint32_t *abort_flag; /* non-zero: stop with REDUCE_EABORTED; may be NULL */
     _Atomic uint32_t *doorbell;        /* the links ring it on completions; must outlive them */
-    size_t subchunk_bytes;             /* frame payload size; 0: REDUCE_RING_DEFAULT_SUBCHUNK */
+    size_t subchunk_bytes;             /* frame payload size; 0: reduce_ring_default_subchunk() */
     uint32_t window;                   /* sub-chunks in flight per direction; 0: default */
     uint32_t poll_us;                  /* longest sleep between abort-flag checks; 0: default */
     /* Wire quantization (README.md "Quantization"). All zero, i.e. algorithm pcclQuantNone:
@@ -204,6 +206,12 @@ typedef struct reduce_ring_stats {
     uint64_t tx_bytes; /* payload bytes of completed sends (quantized: headers and codes) */
     uint64_t rx_bytes; /* payload bytes of completed receives */
 } reduce_ring_stats_t;
+
+/* The sub-chunk size a ring uses when params->subchunk_bytes is 0: a function of the call's
+ * shape only, so every peer cuts the same frames (256 KiB when quantized; plain, a power of two
+ * from 256 KiB to REDUCE_RING_MAX_AUTO_SUBCHUNK giving about REDUCE_RING_SUBCHUNKS_PER_CHUNK
+ * frames per chunk). */
+size_t reduce_ring_default_subchunk(size_t count, size_t esz, uint32_t n, int quantized);
 
 /* All-reduce count elements of sendbuf into recvbuf over the ring: reduce-scatter then
  * all-gather, world_size - 1 steps each. sendbuf is only read; it may equal recvbuf (no other

@@ -51,6 +51,20 @@ void reduce_ring_chunk(size_t count, size_t esz, uint32_t n, uint32_t c, size_t 
     *len = (base + (c < rem ? 1 : 0)) * esz;
 }
 
+size_t reduce_ring_default_subchunk(size_t count, size_t esz, uint32_t n, int quantized) {
+    /* Quantized frames keep 256 KiB: the sub-chunk is also the range each code grid spans. */
+    if (quantized || n == 0) return REDUCE_RING_DEFAULT_SUBCHUNK;
+    /* Plain: about REDUCE_RING_SUBCHUNKS_PER_CHUNK frames per chunk, a power of two within
+     * [256 KiB, REDUCE_RING_MAX_AUTO_SUBCHUNK]. Fewer, larger frames cost fewer syscalls and
+     * thread wake-ups per byte; enough of them per chunk keep steps pipelined. Every peer
+     * derives the same size from (count, dtype, n). */
+    size_t chunk = (count / n + (count % n ? 1 : 0)) * esz;
+    size_t sub = REDUCE_RING_DEFAULT_SUBCHUNK;
+    while (sub < REDUCE_RING_MAX_AUTO_SUBCHUNK && sub * 2 * REDUCE_RING_SUBCHUNKS_PER_CHUNK <= chunk)
+        sub *= 2;
+    return sub;
+}
+
 static uint32_t steps(const ring_t *g) {
     return 2 * g->n - 2;
 }
@@ -164,14 +178,16 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     }
 
     ring_t g = { .n = p->world_size, .r = p->rank, .count = count, .esz = esz };
-    size_t sub_bytes = p->subchunk_bytes ? p->subchunk_bytes : REDUCE_RING_DEFAULT_SUBCHUNK;
+    const pcclQuantizationOptions_t *qo = &p->quantization;
+    int q_on = qo->algorithm != pcclQuantNone;
+    size_t sub_bytes = p->subchunk_bytes ? p->subchunk_bytes
+                                         : reduce_ring_default_subchunk(count, esz, g.n, q_on);
     g.sub_elems = sub_bytes / esz ? sub_bytes / esz : 1;
     uint32_t window = p->window ? p->window : REDUCE_RING_DEFAULT_WINDOW;
     uint32_t poll_us = p->poll_us ? p->poll_us : REDUCE_RING_DEFAULT_POLL_US;
     const uint32_t n = g.n;
     char *const out = recvbuf;
     const char *const in = sendbuf;
-    const pcclQuantizationOptions_t *qo = &p->quantization;
 
     /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
      * its last step; reduce-scatter receives come first in the receive stream. */
@@ -193,7 +209,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     void *staging[REDUCE_RING_MAX_WINDOW];
     reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
     size_t slen[REDUCE_RING_MAX_WINDOW];
-    qstage_t q = { .on = qo->algorithm != pcclQuantNone };
+    qstage_t q = { .on = q_on };
     void *qblock = NULL;
     if (q.on) {
         uint64_t nrx = rs_recvs < window ? rs_recvs : window;

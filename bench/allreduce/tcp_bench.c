@@ -60,6 +60,10 @@ static double client(const char *ip, int port, double mib) {
         usleep(100000);
         fd = socket(AF_INET, SOCK_STREAM, 0);
     }
+    /* TCP_BENCH_SNDBUF=BYTES: a fixed send buffer (as libpccl's data links set), else autotuning. */
+    const char *sb = getenv("TCP_BENCH_SNDBUF");
+    int sbv = sb ? atoi(sb) : 0;
+    if (sbv > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sbv, sizeof sbv);
     static char buf[1 << 20];
     memset(buf, 0x5a, sizeof buf);
     size_t total = (size_t) (mib * 1048576.0), sent = 0;
