@@ -27,6 +27,11 @@ if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || ! ns_impair 25 0.001; then
 fi
 tcp=$(ns_tcp 0 1 256)
 echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, 25 ms, 0.1% loss: $tcp MB/s" >&2
+# The same with the send buffer libpccl's data links set (SO_SNDBUF = net.core.wmem_max): the
+# fairer baseline for what one stream can carry here.
+wmax=$(cat /proc/sys/net/core/wmem_max 2>/dev/null || echo 0)
+tcp_sb=$(TCP_BENCH_SNDBUF=$wmax ns_tcp 0 1 256)
+echo "allreduce_wan/raw_tcp_sndbuf_vs_raw_tcp,$tcp_sb,MB/s,$tcp,$(ratio "$tcp_sb" "$tcp")"
 ns_gloo $n "$mib" 1 > "$tmp/gloo"
 g=$(awk '$1=="gloo" {print $3}' "$tmp/gloo")
 gb=""
@@ -41,6 +46,7 @@ for pool in 1 2 4 8; do
     p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool")
     pb=$(bus "$mib" "$p")
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
+    echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
     [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
 done
 ns_cleanup
