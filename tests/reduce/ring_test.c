@@ -315,8 +315,28 @@ static void test_params(void) {
     reduce_memnet_destroy(net);
 }
 
+/* The automatic sub-chunk size: a function of (count, esz, N, quantized) only, 256 KiB for
+ * small chunks and quantized rings, a power of two growing to 1 MiB with the chunk. */
+static void test_default_subchunk(void) {
+    const size_t k = 1024;
+    CHECK_EQ_U64(reduce_ring_default_subchunk(1, 4, 2, 0), 256 * k);
+    CHECK_EQ_U64(reduce_ring_default_subchunk((16u << 20) / 4, 4, 4, 0), 256 * k); /* 4 MiB chunks */
+    CHECK_EQ_U64(reduce_ring_default_subchunk((64u << 20) / 4, 4, 4, 0), 512 * k); /* 16 MiB chunks */
+    CHECK_EQ_U64(reduce_ring_default_subchunk((256u << 20) / 4, 4, 4, 0), 1024 * k);
+    CHECK_EQ_U64(reduce_ring_default_subchunk((size_t) 1 << 36, 8, 2, 0), REDUCE_RING_MAX_AUTO_SUBCHUNK);
+    CHECK_EQ_U64(reduce_ring_default_subchunk((256u << 20) / 4, 4, 4, 1), REDUCE_RING_DEFAULT_SUBCHUNK);
+    size_t prev = 0;
+    for (size_t count = 1; count < ((size_t) 1 << 32); count = count * 3 + 1) {
+        size_t s = reduce_ring_default_subchunk(count, 4, 3, 0);
+        CHECK(s >= prev && (s & (s - 1)) == 0 && s >= REDUCE_RING_DEFAULT_SUBCHUNK &&
+              s <= REDUCE_RING_MAX_AUTO_SUBCHUNK);
+        prev = s;
+    }
+}
+
 int main(void) {
     ref_init();
+    test_default_subchunk();
     cache = reduce_cache_create();
     REQUIRE(cache != NULL);
     test_params();
