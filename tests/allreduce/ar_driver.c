@@ -134,7 +134,7 @@ bool ard_collect(ard_t *a, ard_result_t *out, int timeout_ms) {
 
 bool ard_res(ard_t *a, int i, int *fds, int *threads) {
     char line[128];
-    if (!h_send(&a->peers[i], "res") || !h_read_line(&a->peers[i], line, sizeof line, 10000)) return false;
+    if (!h_send(&a->peers[i], "res") || !h_read_line(&a->peers[i], line, sizeof line, 60000)) return false;
     return sscanf(line, "res %d %d", fds, threads) == 2;
 }
 

@@ -26,16 +26,16 @@ int main(int argc, char **argv) {
         for (int i = 0; i < a.n; i++)
             if (i != victim) h_send(&a.peers[i], cmd);
         for (int i = 0; i < a.n; i++)
-            if (i != victim) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 10000));
+            if (i != victim) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 60000));
         h_send(&a.peers[victim], cmd);
-        CHECK(ad_read(&a.peers[victim], "started", line, sizeof line, 10000));
+        CHECK(ad_read(&a.peers[victim], "started", line, sizeof line, 60000));
         h_kill(&a.peers[victim], SIGSTOP);
         usleep(100 * 1000);
         long tkill = ad_now_ms();
         h_kill(&a.peers[victim], SIGKILL);
         ad_drop(&a, victim);
         for (int i = 0; i < a.n; i++) {
-            CHECK(ad_read(&a.peers[i], "async", line, sizeof line, 20000));
+            CHECK(ad_read(&a.peers[i], "async", line, sizeof line, 60000));
             int nfail = -1, err = -1;
             CHECK(sscanf(line, "async %d %d", &nfail, &err) == 2);
             CHECK(nfail == 4 && err != 0);
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
         CHECK(ad_update(&a));
         snprintf(cmd, sizeof cmd, "async 4 100000 %x", surv);
         ad_all(&a, cmd);
-        for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 10000));
+        for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 60000));
         for (int i = 0; i < a.n; i++) {
             CHECK(ad_read(&a.peers[i], "async", line, sizeof line, 30000));
             int nfail = -1, err = -1, world = 0;

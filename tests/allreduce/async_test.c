@@ -22,13 +22,13 @@ int main(int argc, char **argv) {
     char cmd[128];
 
     ad_all(&a, "links");
-    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 5000) && strcmp(line, "links 1 1") == 0);
+    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 60000) && strcmp(line, "links 1 1") == 0);
 
     for (int round = 0; round < 2; round++) {
         snprintf(cmd, sizeof cmd, "async 8 %d %x", round ? 3 : 100003, mask);
         long t = ad_now_ms();
         ad_all(&a, cmd);
-        for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 10000));
+        for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "started", line, sizeof line, 60000));
         for (int i = 0; i < a.n; i++) {
             CHECK(ad_read(&a.peers[i], "async", line, sizeof line, 60000));
             int nfail = -1, err = -1, world = 0;

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     if (!ad_start(&a, argv[1], argv[2], 3, NULL, 2)) return 1;
     snprintf(cmd, sizeof cmd, "multi 12 50000 4 %x %x", ad_mask(&a), ad_mask(&a));
     ad_all(&a, cmd);
-    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 10000));
+    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 60000));
     for (int i = 0; i < a.n; i++) {
         CHECK(read_multi(&a.peers[i], &m[i]));
         CHECK(m[i].r == 0 && m[i].nbad == 0 && m[i].world == 3 && m[i].nfull == 12);
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     unsigned full = ad_mask(&a), surv = full & ~(1u << a.idx[2]);
     snprintf(cmd, sizeof cmd, "multi 24 1000000 4 %x %x", full, surv);
     ad_all(&a, cmd);
-    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 10000));
+    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 60000));
     usleep(150 * 1000);
     long tkill = ad_now_ms();
     h_kill(&a.peers[2], SIGKILL);
@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
     full = ad_mask(&a);
     snprintf(cmd, sizeof cmd, "multi 16 1000000 2 %x %x", full, full);
     ad_all(&a, cmd);
-    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 10000));
+    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "multistart", line, sizeof line, 60000));
     usleep(50 * 1000);
     h_kill(&a.peers[1], SIGKILL);
     ad_drop(&a, 1);

@@ -12,7 +12,7 @@ static void run_batch(ad_t *a, int k, int count, int uniform, const char *what) 
     snprintf(cmd, sizeof cmd, "async %d %d %x %d", k, count, ad_mask(a), uniform);
     long t = ad_now_ms();
     ad_all(a, cmd);
-    for (int i = 0; i < a->n; i++) CHECK(ad_read(&a->peers[i], "started", line, sizeof line, 10000));
+    for (int i = 0; i < a->n; i++) CHECK(ad_read(&a->peers[i], "started", line, sizeof line, 60000));
     for (int i = 0; i < a->n; i++) {
         CHECK(ad_read(&a->peers[i], "async", line, sizeof line, 60000));
         int nfail = -1, err = -1, world = 0;
@@ -29,7 +29,7 @@ static void run_batch(ad_t *a, int k, int count, int uniform, const char *what) 
 static unsigned long cache_allocs(ad_t *a, int i) {
     char line[128];
     unsigned long n = 0;
-    if (h_send(&a->peers[i], "cache") && ad_read(&a->peers[i], "cache", line, sizeof line, 5000))
+    if (h_send(&a->peers[i], "cache") && ad_read(&a->peers[i], "cache", line, sizeof line, 60000))
         sscanf(line, "cache %lu", &n);
     return n;
 }
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     char line[128];
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 4)) return 1;
     ad_all(&a, "links");
-    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 5000) && strcmp(line, "links 4 4") == 0);
+    for (int i = 0; i < a.n; i++) CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 60000) && strcmp(line, "links 4 4") == 0);
     run_batch(&a, 8, 500000, 0, "pool 4, 3 dtypes");
     run_batch(&a, 16, 20000, 0, "pool 4, 16 in flight");
     /* Staging blocks: each ring takes up to `window` blocks of its shape's size class, and at most
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < a.n; i++) {
         char want[64];
         snprintf(want, sizeof want, "links %d %d", pools[i], pools[(i + 2) % 3]);
-        CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 5000) && strcmp(line, want) == 0);
+        CHECK(ad_read(&a.peers[i], "links", line, sizeof line, 60000) && strcmp(line, want) == 0);
     }
     run_batch(&a, 9, 100000, 0, "pools 1/3/2");
     CHECK(ad_stop(&a) == 0);
