@@ -1,6 +1,7 @@
 /* ccoip_conn.c: packets over blocking sockets. */
 #include "ccoip/ccoip_conn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,4 +69,46 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
         LOG_ERROR(MOD, "%s refused the handshake (status %u)", what, ack->status);
         return CCOIP_ERR_REFUSED;
     }
+}
+
+ccoip_status_t ccoip_conn_answer_hello(int fd, uint8_t status, const ccoip_uuid_t *uuid) {
+    ccoip_packet_t ack;
+    memset(&ack, 0, sizeof ack);
+    ack.type = CCOIP_PKT_HELLO_ACK;
+    ack.u.hello_ack.magic = CCOIP_MAGIC;
+    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
+    ack.u.hello_ack.status = status;
+    if (status == CCOIP_HELLO_OK && uuid != NULL) ack.u.hello_ack.uuid = *uuid;
+    return ccoip_conn_send(fd, &ack);
+}
+
+bool ccoip_conn_read_hello(int fd, uint8_t role, int64_t deadline_ms, ccoip_uuid_t *uuid, char *why, size_t why_len) {
+    ccoip_packet_t p;
+    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline_ms);
+    if (st != CCOIP_OK) {
+        snprintf(why, why_len, "bad handshake (%s)", ccoip_status_str(st));
+        return false;
+    }
+    const ccoip_hello_t h = p.u.hello;
+    bool is_hello = p.type == CCOIP_PKT_HELLO;
+    ccoip_packet_free(&p);
+    uint8_t status;
+    if (!is_hello) {
+        snprintf(why, why_len, "first packet is not HELLO");
+        return false; /* not our protocol: nothing to answer */
+    } else if (h.magic != CCOIP_MAGIC) {
+        status = CCOIP_HELLO_BAD_MAGIC;
+        snprintf(why, why_len, "bad magic");
+    } else if (h.version != CCOIP_PROTOCOL_VERSION) {
+        status = CCOIP_HELLO_BAD_VERSION;
+        snprintf(why, why_len, "protocol version %u, we speak %u", h.version, CCOIP_PROTOCOL_VERSION);
+    } else if (h.role != role) {
+        status = CCOIP_HELLO_BAD_ROLE;
+        snprintf(why, why_len, "role %u where %u belongs", h.role, role);
+    } else {
+        *uuid = h.uuid;
+        return true;
+    }
+    ccoip_conn_answer_hello(fd, status, NULL);
+    return false;
 }

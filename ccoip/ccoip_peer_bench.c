@@ -86,56 +86,25 @@ void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, ui
     pthread_mutex_unlock(&b->lock);
 }
 
-static void refuse(int fd, uint8_t status) {
-    ccoip_packet_t ack;
-    memset(&ack, 0, sizeof ack);
-    ack.type = CCOIP_PKT_HELLO_ACK;
-    ack.u.hello_ack.magic = CCOIP_MAGIC;
-    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-    ack.u.hello_ack.status = status;
-    ccoip_conn_send(fd, &ack);
-}
-
 /* HELLO from an announced sender -> kept as a stream; anything else is refused and closed. */
 static void handle_incoming(ccoip_peer_bench_t *b, int fd, const char *who) {
-    ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, ccoip_now_ms() + HANDSHAKE_MS);
-    if (st != CCOIP_OK) {
-        LOG_WARN(MOD, "refused benchmark connection from %s: bad handshake (%s)", who, ccoip_status_str(st));
+    ccoip_uuid_t uuid;
+    char why[96];
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+        LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
-    const ccoip_hello_t h = p.u.hello;
-    bool is_hello = p.type == CCOIP_PKT_HELLO;
-    ccoip_packet_free(&p);
-    const char *why = NULL;
-    uint8_t status = CCOIP_HELLO_OK;
-    if (!is_hello) why = "first packet is not HELLO";
-    else if (h.magic != CCOIP_MAGIC) why = "bad magic", status = CCOIP_HELLO_BAD_MAGIC;
-    else if (h.version != CCOIP_PROTOCOL_VERSION) why = "protocol version mismatch", status = CCOIP_HELLO_BAD_VERSION;
-    else if (h.role != CCOIP_ROLE_BENCHMARK) why = "role is not benchmark", status = CCOIP_HELLO_BAD_ROLE;
-    else if (b->nconns == MAX_CONNS) why = "too many streams", status = CCOIP_HELLO_BUSY;
-    if (why == NULL) {
-        bool known = false;
-        pthread_mutex_lock(&b->lock);
-        for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, h.uuid.b, 16) == 0;
-        pthread_mutex_unlock(&b->lock);
-        if (!known) why = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
-    }
-    if (why != NULL) {
-        if (is_hello) refuse(fd, status);
-        if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused benchmark connection from %s: %s", who, why);
-        else LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
-        ccoip_sock_close(fd);
-        return;
-    }
-    ccoip_packet_t ack;
-    memset(&ack, 0, sizeof ack);
-    ack.type = CCOIP_PKT_HELLO_ACK;
-    ack.u.hello_ack.magic = CCOIP_MAGIC;
-    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-    ack.u.hello_ack.uuid = h.uuid;
-    if (ccoip_conn_send(fd, &ack) != CCOIP_OK) {
+    bool known = false;
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, uuid.b, 16) == 0;
+    pthread_mutex_unlock(&b->lock);
+    uint8_t status = b->nconns == MAX_CONNS ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
+    if (ccoip_conn_answer_hello(fd, status, &uuid) != CCOIP_OK || status != CCOIP_HELLO_OK) {
+        if (status == CCOIP_HELLO_UNKNOWN_PEER)
+            LOG_DEBUG(MOD, "refused benchmark connection from %s: peer not announced by the master", who);
+        else if (status == CCOIP_HELLO_BUSY)
+            LOG_WARN(MOD, "refused benchmark connection from %s: too many streams", who);
         ccoip_sock_close(fd);
         return;
     }

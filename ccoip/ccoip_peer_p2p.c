@@ -30,67 +30,29 @@ static int64_t env_num(const char *name, int64_t def) {
 
 static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
 
-static void refuse(int fd, uint8_t status) {
-    ccoip_packet_t ack;
-    memset(&ack, 0, sizeof ack);
-    ack.type = CCOIP_PKT_HELLO_ACK;
-    ack.u.hello_ack.magic = CCOIP_MAGIC;
-    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-    ack.u.hello_ack.status = status;
-    ccoip_conn_send(fd, &ack);
-}
-
 /* One incoming connection, start to end: kept as an arrival or closed with one log line. */
 static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    ccoip_uuid_t uuid;
+    char why[96];
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, deadline, &uuid, why, sizeof why)) {
+        LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    pthread_mutex_lock(&p2p->lock);
+    bool known = false;
+    for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &uuid);
+    pthread_mutex_unlock(&p2p->lock);
+    if (!known) {
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_UNKNOWN_PEER, NULL);
+        LOG_DEBUG(MOD, "refused p2p connection from %s: peer not announced by the master", who);
+        ccoip_sock_close(fd);
+        return;
+    }
     ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
-    if (st != CCOIP_OK) {
-        LOG_WARN(MOD, "refused p2p connection from %s: bad handshake (%s)", who, ccoip_status_str(st));
-        ccoip_sock_close(fd);
-        return;
-    }
-    const ccoip_hello_t h = p.u.hello;
-    bool is_hello = p.type == CCOIP_PKT_HELLO;
-    ccoip_packet_free(&p);
-    const char *why = NULL;
-    uint8_t status = CCOIP_HELLO_OK;
-    if (!is_hello) why = "first packet is not HELLO";
-    else if (h.magic != CCOIP_MAGIC) {
-        why = "bad magic";
-        status = CCOIP_HELLO_BAD_MAGIC;
-    } else if (h.version != CCOIP_PROTOCOL_VERSION) {
-        why = "protocol version mismatch";
-        status = CCOIP_HELLO_BAD_VERSION;
-    } else if (h.role != CCOIP_ROLE_P2P) {
-        why = "role is not p2p";
-        status = CCOIP_HELLO_BAD_ROLE;
-    }
-    if (why == NULL) {
-        pthread_mutex_lock(&p2p->lock);
-        bool known = false;
-        for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &h.uuid);
-        pthread_mutex_unlock(&p2p->lock);
-        if (!known) {
-            why = "peer not announced by the master";
-            status = CCOIP_HELLO_UNKNOWN_PEER;
-        }
-    }
-    if (why != NULL) {
-        if (is_hello) refuse(fd, status);
-        if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused p2p connection from %s: %s", who, why);
-        else LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
-        ccoip_sock_close(fd);
-        return;
-    }
-    ccoip_packet_t ack;
-    memset(&ack, 0, sizeof ack);
-    ack.type = CCOIP_PKT_HELLO_ACK;
-    ack.u.hello_ack.magic = CCOIP_MAGIC;
-    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-    ack.u.hello_ack.uuid = h.uuid;
-    st = ccoip_conn_send(fd, &ack);
+    ccoip_status_t st = ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid);
     if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
     if (st != CCOIP_OK || p.type != CCOIP_PKT_P2P_BIND) {
         if (st == CCOIP_OK) ccoip_packet_free(&p);
@@ -104,7 +66,7 @@ static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    ccoip_arrival_t a = {fd, h.uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams};
+    ccoip_arrival_t a = {fd, uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams};
     pthread_mutex_lock(&p2p->lock);
     if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
         ccoip_sock_close(p2p->arrivals[0].fd);

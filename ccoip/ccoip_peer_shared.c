@@ -273,65 +273,41 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void refuse(int fd, uint8_t status) {
-    ccoip_packet_t ack;
-    memset(&ack, 0, sizeof ack);
-    ack.type = CCOIP_PKT_HELLO_ACK;
-    ack.u.hello_ack.magic = CCOIP_MAGIC;
-    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-    ack.u.hello_ack.status = status;
-    ccoip_conn_send(fd, &ack);
-}
-
 static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_peer_ss_t *ss = comm->ss;
-    ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, ccoip_now_ms() + HANDSHAKE_MS);
-    if (st != CCOIP_OK) {
-        LOG_WARN(MOD, "refused shared-state connection from %s: bad handshake (%s)", who, ccoip_status_str(st));
+    ccoip_uuid_t uuid;
+    char why[96];
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+        LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
-    const ccoip_hello_t h = p.u.hello;
-    bool is_hello = p.type == CCOIP_PKT_HELLO;
-    ccoip_packet_free(&p);
-    const char *why = NULL;
+    const char *refusal = NULL;
     uint8_t status = CCOIP_HELLO_OK;
-    if (!is_hello) why = "first packet is not HELLO";
-    else if (h.magic != CCOIP_MAGIC) why = "bad magic", status = CCOIP_HELLO_BAD_MAGIC;
-    else if (h.version != CCOIP_PROTOCOL_VERSION) why = "protocol version mismatch", status = CCOIP_HELLO_BAD_VERSION;
-    else if (h.role != CCOIP_ROLE_SHARED_STATE) why = "role is not shared state", status = CCOIP_HELLO_BAD_ROLE;
     worker_t *w = NULL;
-    if (why == NULL) {
-        pthread_mutex_lock(&ss->lock);
-        bool known = false;
-        for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, h.uuid.b, 16) == 0;
-        if (!known) why = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
-        else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) why = "too many requests", status = CCOIP_HELLO_BUSY;
-        if (w != NULL) {
-            w->fd = fd;
-            w->comm = comm;
-            snprintf(w->who, sizeof w->who, "%s", who);
-            ccoip_packet_t ack;
-            memset(&ack, 0, sizeof ack);
-            ack.type = CCOIP_PKT_HELLO_ACK;
-            ack.u.hello_ack.magic = CCOIP_MAGIC;
-            ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
-            ack.u.hello_ack.uuid = h.uuid;
-            if (ccoip_conn_send(fd, &ack) != CCOIP_OK || pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-                why = "handshake failed";
-                free(w);
-                w = NULL;
-            } else {
-                ss->workers[ss->nworkers++] = w;
-            }
+    pthread_mutex_lock(&ss->lock);
+    bool known = false;
+    for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
+    if (!known) refusal = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
+    else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
+    if (w != NULL) {
+        w->fd = fd;
+        w->comm = comm;
+        snprintf(w->who, sizeof w->who, "%s", who);
+        if (ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid) != CCOIP_OK ||
+            pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            refusal = "handshake failed";
+            free(w);
+            w = NULL;
+        } else {
+            ss->workers[ss->nworkers++] = w;
         }
-        pthread_mutex_unlock(&ss->lock);
     }
+    pthread_mutex_unlock(&ss->lock);
     if (w != NULL) return;
-    if (is_hello && status != CCOIP_HELLO_OK) refuse(fd, status);
-    if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, why);
-    else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
+    if (status != CCOIP_HELLO_OK) ccoip_conn_answer_hello(fd, status, NULL);
+    if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, refusal);
+    else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, refusal);
     ccoip_sock_close(fd);
 }
 
