@@ -21,6 +21,7 @@
 #include "cuda/cuda_table.h"
 #include "pccl.h"
 #include "tests/ccoip/harness.h"
+#include "tests/cuda/gpu_peer.h"
 
 #define NPEERS 3
 #define MiB ((size_t) 1 << 20)
@@ -66,24 +67,6 @@ static void fill(void *buf, pcclDataType_t dt, int p, size_t count) {
 
 static float element(const void *buf, pcclDataType_t dt, size_t i) {
     return dt == pcclFloat ? ((const float *) buf)[i] : bf16_to_float(((const uint16_t *) buf)[i]);
-}
-
-static pcclComm_t *peer_connect(int port, int world) {
-    pcclCommCreateParams_t params;
-    memset(&params, 0, sizeof params);
-    params.master_address.inet.protocol = inetIPv4;
-    params.master_address.inet.ipv4 = (ccoip_ipv4_address_t){{127, 0, 0, 1}};
-    params.master_address.port = (uint16_t) port;
-    pcclComm_t *comm = NULL;
-    if (pcclInit() != pcclSuccess || pcclCreateCommunicator(&params, &comm) != pcclSuccess) return NULL;
-    if (pcclConnect(comm) != pcclSuccess) return NULL;
-    int w = 0;
-    for (int i = 0; i < 200; i++) {
-        if (pcclGetAttribute(comm, PCCL_ATTRIBUTE_GLOBAL_WORLD_SIZE, &w) != pcclSuccess) return NULL;
-        if (w >= world) return comm;
-        if (pcclUpdateTopology(comm) != pcclSuccess) usleep(10000);
-    }
-    return NULL;
 }
 
 typedef struct dcase {
@@ -192,7 +175,7 @@ static double busbw(pcclComm_t *comm, void *send, void *recv, size_t count, int 
 
 static int peer_main(int port, int p, int world, int bench) {
     const cuda_table_t *cu = cuda_table();
-    pcclComm_t *comm = peer_connect(port, world);
+    pcclComm_t *comm = gpu_peer_connect(port, world);
     if (comm == NULL) {
         printf("FAIL connect\n");
         return 1;

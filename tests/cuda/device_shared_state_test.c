@@ -15,6 +15,7 @@
 #include "cuda/cuda_table.h"
 #include "pccl.h"
 #include "tests/ccoip/harness.h"
+#include "tests/cuda/gpu_peer.h"
 
 #define NPEERS 3
 #define NT 4
@@ -32,24 +33,6 @@ static const struct {
 
 static void content(unsigned char *p, size_t n, int t) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char) (i * 131 + (size_t) t * 17 + (i >> 9));
-}
-
-static pcclComm_t *peer_connect(int port, int world) {
-    pcclCommCreateParams_t params;
-    memset(&params, 0, sizeof params);
-    params.master_address.inet.protocol = inetIPv4;
-    params.master_address.inet.ipv4 = (ccoip_ipv4_address_t){{127, 0, 0, 1}};
-    params.master_address.port = (uint16_t) port;
-    pcclComm_t *comm = NULL;
-    if (pcclInit() != pcclSuccess || pcclCreateCommunicator(&params, &comm) != pcclSuccess) return NULL;
-    if (pcclConnect(comm) != pcclSuccess) return NULL;
-    int w = 0;
-    for (int i = 0; i < 200; i++) {
-        if (pcclGetAttribute(comm, PCCL_ATTRIBUTE_GLOBAL_WORLD_SIZE, &w) != pcclSuccess) return NULL;
-        if (w >= world) return comm;
-        if (pcclUpdateTopology(comm) != pcclSuccess) usleep(10000);
-    }
-    return NULL;
 }
 
 /* Copies every tensor back and compares it with the content: "check OK" or "check BAD t". */
@@ -72,7 +55,7 @@ static void check(const cuda_table_t *cu, void *const *dev, int round) {
 
 static int peer_main(int port, int p) {
     const cuda_table_t *cu = cuda_table();
-    pcclComm_t *comm = peer_connect(port, NPEERS);
+    pcclComm_t *comm = gpu_peer_connect(port, NPEERS);
     if (comm == NULL) {
         printf("FAIL connect\n");
         return 1;
