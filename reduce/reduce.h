@@ -122,9 +122,15 @@ int reduce_quant_decode(pcclDataType_t dtype, const pcclQuantizationOptions_t *q
 /* A request: caller-owned; the poster sets state = PENDING and doorbell before posting. */
 enum { REDUCE_REQ_PENDING = 0, REDUCE_REQ_DONE = 1, REDUCE_REQ_FAILED = 2 };
 
+/* reduce_req_t.flags of a send: src stays unchanged until the receiver has read the bytes, not
+ * only until the request completes. A link may then hand the pages to the kernel by reference
+ * (ccoip: vmsplice) and complete the request before the bytes have left. */
+#define REDUCE_SEND_BY_REFERENCE 1u
+
 typedef struct reduce_req {
     _Atomic uint32_t state;     /* PENDING until the link stores DONE or FAILED */
     _Atomic uint32_t *doorbell; /* set by the poster; outlives the link's use of it */
+    uint32_t flags;             /* set by the poster: REDUCE_SEND_BY_REFERENCE or 0 */
     void *link_private[2];      /* scratch for the link while the request is pending */
 } reduce_req_t;
 
@@ -132,7 +138,8 @@ typedef struct reduce_req {
  *
  * post_send: queue the frame (tag, offset, len bytes at src). Zero-copy: the link reads src
  *   until the request completes; the poster keeps it unchanged until then. DONE means the
- *   link will never read src again.
+ *   link will never read src again (with REDUCE_SEND_BY_REFERENCE the kernel may still do so,
+ *   until the receiver has read the bytes).
  * post_recv: register dst for the next frame of this tag. Frames of one tag are matched to
  *   receives in posting order; a frame whose (offset, len) differs from the receive's fails
  *   the request. DONE means len bytes are in dst.

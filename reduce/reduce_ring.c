@@ -286,6 +286,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             reduce_req_t *rq = &rreq[r_posted % window];
             atomic_store(&rq->state, REDUCE_REQ_PENDING);
             rq->doorbell = p->doorbell;
+            rq->flags = 0;
             if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, len, rq) != 0) {
                 rc = REDUCE_ELINK;
                 goto out;
@@ -330,6 +331,12 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             reduce_req_t *sq = &sreq[s_posted % window];
             atomic_store(&sq->state, REDUCE_REQ_PENDING);
             sq->doorbell = p->doorbell;
+            /* Plain sends read the caller's buffers, and the ring overwrites sent bytes only
+             * with the all-gather of the same range, which reaches us after `next` has read
+             * them (the chunk went round the ring through `next` first): by reference is safe
+             * as long as the caller leaves the buffers alone until every peer has finished.
+             * Quantized frames live in slots the ring reuses, so they are copied. */
+            sq->flags = q.on ? 0 : REDUCE_SEND_BY_REFERENCE;
             slen[s_posted % window] = len;
             if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, len, sq) != 0) {
                 rc = REDUCE_ELINK;

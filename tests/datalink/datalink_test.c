@@ -2,10 +2,12 @@
  * by a real loopback TCP connection, every byte checked; broken peers, aborts, malformed frames
  * and late frames of cancelled collectives. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -346,6 +348,70 @@ static void malformed_frames(void) {
     raw_close(&t);
 }
 
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    REQUIRE(d);
+    int n = 0;
+    while (readdir(d) != NULL) n++;
+    closedir(d);
+    return n;
+}
+
+/* Reads exactly len bytes from fd. */
+static void read_exact(int fd, void *buf, size_t len) {
+    for (size_t got = 0; got < len;) {
+        ssize_t n = read(fd, (char *) buf + got, len - got);
+        REQUIRE(n > 0);
+        got += (size_t) n;
+    }
+}
+
+/* One 8 MiB frame sent by reference arrives whole, behind its header; the pipe behind it is
+ * the only descriptor the link adds (none with PCCL_SEND_SPLICE=0), and stop closes it. */
+static void send_by_reference(int splice_on) {
+    if (!splice_on) setenv("PCCL_SEND_SPLICE", "0", 1);
+    const size_t len = 8u << 20;
+    uint8_t *src = malloc(len), *got = malloc(len + 20);
+    REQUIRE(src && got);
+    for (size_t i = 0; i < len; i++) src[i] = (uint8_t) (i * 131 + (i >> 13));
+    raw_t t;
+    raw_open(&t);
+    int fds = open_fds();
+    reduce_link_t link = ccoip_datalink_link(t.dl);
+    reduce_req_t req = {.doorbell = &t.doorbell, .flags = REDUCE_SEND_BY_REFERENCE};
+    REQUIRE(link.ops->post_send(link.ctx, 9, 4096, src, len, &req) == 0);
+    read_exact(t.raw_fd, got, len + 20);
+    CHECK(wait_state(&t, &req) == REDUCE_REQ_DONE);
+    CHECK(got[7] == 9 && got[14] == 0x10 && got[15] == 0 && got[17] == 0x80);
+    CHECK(memcmp(got + 20, src, len) == 0);
+#ifdef __linux__
+    CHECK(open_fds() == fds + (splice_on ? 2 : 0));
+#endif
+    raw_close(&t);
+    CHECK(open_fds() == fds - 2);
+    free(src);
+    free(got);
+    unsetenv("PCCL_SEND_SPLICE");
+}
+
+/* The receiver is gone: a send by reference fails, and the process lives (splice raises
+ * SIGPIPE, which this thread does not block). */
+static void send_by_reference_to_closed_peer(void) {
+    const size_t len = 16u << 20;
+    uint8_t *src = calloc(1, len);
+    REQUIRE(src);
+    raw_t t;
+    raw_open(&t);
+    close(t.raw_fd);
+    t.raw_fd = -1;
+    reduce_link_t link = ccoip_datalink_link(t.dl);
+    reduce_req_t req = {.doorbell = &t.doorbell, .flags = REDUCE_SEND_BY_REFERENCE};
+    if (link.ops->post_send(link.ctx, 1, 0, src, len, &req) == 0) CHECK(wait_state(&t, &req) == REDUCE_REQ_FAILED);
+    CHECK(ccoip_datalink_broken(t.dl));
+    raw_close(&t);
+    free(src);
+}
+
 int main(void) {
     for (uint32_t n = 2; n <= 4; n++) {
         exact_results(n, 1, 0);
@@ -358,5 +424,8 @@ int main(void) {
     peer_dies(4, 1);
     peer_dies(4, 0);
     malformed_frames();
+    send_by_reference(1);
+    send_by_reference(0);
+    send_by_reference_to_closed_peer();
     return check_exit();
 }

@@ -1,0 +1,35 @@
+/* ccoip_splice.h: sends by reference (Linux vmsplice + splice), for the data link.
+ *
+ * A plain send copies every byte into the kernel, and on loopback the receiver copies it out
+ * again. Spliced, the kernel queues references to the sender's pages and the receiver's copy is
+ * the only one. The price is a promise: the sender must not change those bytes until the
+ * receiver has read them, which sendmsg's completion does not tell (see reduce.h,
+ * REDUCE_SEND_BY_REFERENCE). Elsewhere than Linux, or when PCCL_SEND_SPLICE=0, every send
+ * copies. */
+#ifndef CCOIP_SPLICE_H
+#define CCOIP_SPLICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct ccoip_splice {
+    int pipe_fd[2]; /* -1 until the first send by reference */
+    bool off;       /* never (disabled, or no usable pipe): copy */
+} ccoip_splice_t;
+
+enum { CCOIP_SPLICE_OK, CCOIP_SPLICE_COPY, CCOIP_SPLICE_FAILED };
+
+/* No pipe yet; `off` when PCCL_SEND_SPLICE=0 or the platform cannot splice. */
+void ccoip_splice_init(ccoip_splice_t *s);
+
+/* Sends len bytes at buf on the connected stream socket fd by reference. CCOIP_SPLICE_OK: all
+ * sent. CCOIP_SPLICE_COPY: these pages cannot be spliced (or no pipe could be made); *sent bytes
+ * went out and the caller sends the rest by copy. CCOIP_SPLICE_FAILED: a socket error (the
+ * connection is gone); the pipe may hold leftovers, so the caller stops using this socket. Call
+ * from one thread at a time, with SIGPIPE blocked in it (splice has no MSG_NOSIGNAL). */
+int ccoip_splice_send(ccoip_splice_t *s, int fd, const void *buf, size_t len, size_t *sent);
+
+/* Closes the pipe. */
+void ccoip_splice_close(ccoip_splice_t *s);
+
+#endif /* CCOIP_SPLICE_H */
