@@ -27,6 +27,7 @@
 
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_socket.h"
+#include "ccoip/ccoip_splice.h"
 #include "ccoip/pccl_device.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
@@ -146,8 +147,10 @@ static void retire(pcclComm_t *comm) {
 }
 
 /* The data links of the op's streams, made on first use after a topology round; false when they
- * cannot carry a collective (retired, broken, missing). Call with the lock held. */
-static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t *next, reduce_link_t *prev) {
+ * cannot carry a collective (retired, broken, missing). *next_same_host: the next peer is on
+ * this host. Call with the lock held. */
+static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t *next, reduce_link_t *prev,
+                          bool *next_same_host) {
     ccoip_colls_t *c = &comm->colls;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
     if (c->retired || l->ntx == 0 || l->nrx == 0) return false;
@@ -168,6 +171,7 @@ static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t 
     if (tx == NULL || rx == NULL || ccoip_datalink_broken(tx) || ccoip_datalink_broken(rx)) return false;
     *next = ccoip_datalink_link(tx);
     *prev = ccoip_datalink_link(rx);
+    *next_same_host = ccoip_datalink_same_host(tx);
     return true;
 }
 
@@ -280,9 +284,13 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
         reduce_ring_params_t rp = {.rank = go.rank, .world_size = go.world, .tag = op->tag, .cache = comm->cache,
                                    .abort_flag = &op->abort, .doorbell = &op->doorbell,
                                    .quantization = d->quantization_options};
+        bool same_host = false;
         pthread_mutex_lock(&comm->colls.lock);
-        bool ready = streams_ready(comm, op, &rp.next, &rp.prev);
+        bool ready = streams_ready(comm, op, &rp.next, &rp.prev, &same_host);
         pthread_mutex_unlock(&comm->colls.lock);
+        /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
+         * DONE, i.e. once every peer's ring has read all it will read of our buffers. */
+        rp.send_by_reference = ccoip_splice_pays(same_host, go.world);
         if (ready) rc = run_ring(comm, op, &rp, &stats);
     }
     turn_release(comm, op);

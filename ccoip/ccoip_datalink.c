@@ -52,6 +52,7 @@ struct ccoip_datalink {
     uint32_t ncancelled;
 
     ccoip_splice_t splice; /* the send thread's: sends by reference */
+    bool same_host;        /* the peer's address is a loopback one or ours */
     uint32_t send_posted, recv_posted; /* threadpark words */
     pthread_t send_thread, recv_thread;
 };
@@ -382,6 +383,8 @@ void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why) {
     pthread_mutex_unlock(&dl->lock);
 }
 
+bool ccoip_datalink_same_host(const ccoip_datalink_t *dl) { return dl->same_host; }
+
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl) {
     ccoip_datalink_t *m = (ccoip_datalink_t *) dl;
     pthread_mutex_lock(&m->lock);
@@ -438,7 +441,6 @@ static bool same_host(int fd) {
  * hosts keep the system's choice. */
 static void pick_congestion_control(int fd) {
 #ifdef TCP_CONGESTION
-    if (!same_host(fd)) return;
     static const char *const names[] = {"cubic", "reno"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, names[i], (socklen_t) strlen(names[i])) == 0) return;
@@ -451,7 +453,8 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name) {
     ccoip_datalink_t *dl = calloc(1, sizeof *dl);
     if (dl == NULL) return NULL;
     widen_sndbuf(fd);
-    pick_congestion_control(fd);
+    dl->same_host = same_host(fd);
+    if (dl->same_host) pick_congestion_control(fd);
     dl->fd = fd;
     ccoip_splice_init(&dl->splice);
     snprintf(dl->name, sizeof dl->name, "%s", name ? name : "?");

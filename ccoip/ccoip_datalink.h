@@ -36,6 +36,11 @@ void ccoip_datalink_stop(ccoip_datalink_t *dl);
  * freeing: safe while other threads still post to it. ccoip_datalink_stop still follows. */
 void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why);
 
+/* True when both ends are on this host (the peer's address is a loopback one or ours). Such
+ * links use cubic congestion control (or reno): a paced default like BBR burns CPU on timers
+ * where the "link" is memory. */
+bool ccoip_datalink_same_host(const ccoip_datalink_t *dl);
+
 /* True once the link is broken (peer gone, bad frame, stopped). */
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
 

@@ -12,6 +12,7 @@
 #ifdef __linux__
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -21,6 +22,21 @@
 
 #define PIPE_BYTES (1 << 20)
 #define PIPE_MIN_BYTES (256 << 10)
+
+/* The cores this process may run on (its affinity mask, which containers narrow). */
+static unsigned usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return (unsigned) CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned) n : 1;
+}
+
+bool ccoip_splice_pays(bool same_host, unsigned world) {
+    const char *v = getenv("PCCL_SEND_SPLICE");
+    if (v != NULL && strcmp(v, "0") == 0) return false;
+    if ((v != NULL && strcmp(v, "1") == 0) || !same_host) return true;
+    return usable_cores() < 3u * world;
+}
 
 void ccoip_splice_init(ccoip_splice_t *s) {
     const char *v = getenv("PCCL_SEND_SPLICE");
@@ -88,6 +104,11 @@ void ccoip_splice_close(ccoip_splice_t *s) {
 }
 
 #else /* no splice: every send copies */
+
+bool ccoip_splice_pays(bool same_host, unsigned world) {
+    (void) same_host, (void) world;
+    return false;
+}
 
 void ccoip_splice_init(ccoip_splice_t *s) {
     s->pipe_fd[0] = s->pipe_fd[1] = -1;

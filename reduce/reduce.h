@@ -207,6 +207,9 @@ typedef struct reduce_ring_params {
      * bfloat16 sources; any other combination is REDUCE_EINVAL. */
     pcclQuantizationOptions_t quantization;
     const reduce_ring_stage_t *stage;  /* NULL: sendbuf and recvbuf are plain host memory */
+    /* Non-zero: plain (unquantized) sends carry REDUCE_SEND_BY_REFERENCE. The caller then keeps
+     * sendbuf and recvbuf unchanged until every peer's ring has finished, not only this one. */
+    int send_by_reference;
 } reduce_ring_params_t;
 
 typedef struct reduce_ring_stats {

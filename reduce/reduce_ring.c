@@ -336,7 +336,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
              * them (the chunk went round the ring through `next` first): by reference is safe
              * as long as the caller leaves the buffers alone until every peer has finished.
              * Quantized frames live in slots the ring reuses, so they are copied. */
-            sq->flags = q.on ? 0 : REDUCE_SEND_BY_REFERENCE;
+            sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
             slen[s_posted % window] = len;
             if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, len, sq) != 0) {
                 rc = REDUCE_ELINK;

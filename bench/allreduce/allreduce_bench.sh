@@ -1,7 +1,7 @@
 #!/bin/sh
 # allreduce_bench.sh: pcclAllReduce bus bandwidth on loopback (2 and 4 peers, float32 Sum, 1 to
 # 256 MiB) against torch.distributed gloo and single-stream raw TCP measured in the same run; the
-# per-op time of a 1 MiB all-reduce; the failure latency (SIGKILL of a peer to every survivor's
+# per-op time of a 1 MiB all-reduce; sends by reference against by copy; the failure latency (SIGKILL of a peer to every survivor's
 # error return, 20 trials). CSV rows name,value,unit,baseline,ratio on stdout, notes on stderr.
 # Bus bandwidth = 2(N-1)/N * bytes / time (what every link carries).
 set -u
@@ -60,6 +60,18 @@ for n in 2 4; do
         fi
     done
 done
+
+# What sending by reference (vmsplice) buys: 4 peers, 256 MiB, PCCL_SEND_SPLICE=1 vs =0, run
+# back to back three times each (the loopback figures swing between runs on a shared machine).
+echo "allreduce: 4 peers, 256 MiB, sends by reference vs by copy" >&2
+for i in 1 2 3; do
+    PCCL_SEND_SPLICE=1 "$drv" "$master" "$peer" busbw --peers 4 --sizes 256 --warmup 1 --iters 5 | awk '{print $3}' >> "$tmp/ref"
+    PCCL_SEND_SPLICE=0 "$drv" "$master" "$peer" busbw --peers 4 --sizes 256 --warmup 1 --iters 5 | awk '{print $3}' >> "$tmp/copy"
+done
+ref_us=$(median < "$tmp/ref") copy_us=$(median < "$tmp/copy")
+if [ "$ref_us" != 0 ] && [ "$copy_us" != 0 ]; then
+    echo "allreduce_lo/n4_256MiB_busbw_splice_vs_copy,$(busbw 4 256 "$ref_us"),GB/s,$(busbw 4 256 "$copy_us"),$(ratio "$copy_us" "$ref_us")"
+fi
 
 echo "allreduce: failure latency, 4 peers, 16 MiB, 20 trials" >&2
 f=$("$drv" "$master" "$peer" failure --peers 4 --mib 16 --trials 20)
