@@ -1,8 +1,9 @@
 #!/bin/sh
 # allreduce_bench.sh: pcclAllReduce bus bandwidth on loopback (2 and 4 peers, float32 Sum, 1 to
 # 256 MiB) against torch.distributed gloo and single-stream raw TCP measured in the same run; the
-# per-op time of a 1 MiB all-reduce; sends by reference against by copy; the failure latency (SIGKILL of a peer to every survivor's
-# error return, 20 trials). CSV rows name,value,unit,baseline,ratio on stdout, notes on stderr.
+# per-op time of a 1 MiB all-reduce; 4 peers sending by reference against by copy; the failure
+# latency (SIGKILL of a peer to every survivor's error return, 20 trials). CSV rows
+# name,value,unit,baseline,ratio on stdout, notes on stderr.
 # Bus bandwidth = 2(N-1)/N * bytes / time (what every link carries).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
