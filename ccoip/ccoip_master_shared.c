@@ -422,6 +422,36 @@ void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip
     evaluate(st, c->peer_group);
 }
 
+void ccoip_mss_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c) {
+    if (phase_of(c) != SS_WAITING) return; /* answered already: the RESULT crossed this abort */
+    uint32_t group = c->peer_group;
+    size_t members = 0, waiting = 0;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *m = st->clients[i];
+        if (!is_member(m, group)) continue;
+        members++;
+        waiting += phase_of(m) == SS_WAITING;
+    }
+    LOG_WARN(MOD, "shared state of group %u: %s waited the collective timeout with %zu of %zu members in the sync; "
+                  "ending it with TIMEOUT", group, c->name, waiting, members);
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *m = st->clients[i];
+        if (!is_member(m, group)) continue;
+        if (phase_of(m) != SS_WAITING) {
+            LOG_WARN(MOD, "shared state of group %u: %s never called pcclSynchronizeSharedState", group, m->name);
+            continue;
+        }
+        m->ss->phase = SS_IDLE; /* revisions stay as they were: nothing was synced */
+        free_req(&m->ss->req);
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+        p.u.ss_result.status = CCOIP_SS_TIMEOUT;
+        p.u.ss_result.detail = "";
+        send_to(st, m, &p);
+    }
+}
+
 void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted) {
     if (gone->ss != NULL) {
         free_req(&gone->ss->req);

@@ -431,6 +431,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mss_on_done(st, c, &p->u.ss_done);
         return;
+    case CCOIP_PKT_C2M_SHARED_STATE_ABORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_abort(st, c);
+        return;
     case CCOIP_PKT_C2M_P2P_ESTABLISHED:
         /* Late reports of a round that already ended are harmless: ignore them. */
         if (!st->round_active || p->u.p2p_established.round != st->round || !c->in_round) return;

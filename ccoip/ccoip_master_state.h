@@ -130,6 +130,9 @@ void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group);
  * frees its sync state; called for every dropped client, accepted or not). */
 void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req);
 void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done);
+/* A member's watchdog gave up waiting for the RESULT: the sync ends for the group with TIMEOUT
+ * (ignored once the RESULT went out: it crossed the abort). */
+void ccoip_mss_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c);
 void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted);
 
 /* Topology optimisation (ccoip_master_bw.c): start when every accepted peer voted, reports,

@@ -124,7 +124,7 @@ static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
 static const layout_t ss_client_layout = {0, "client", sizeof(ccoip_ss_client_t), ss_client_fields,
                                           N(ss_client_fields), 0};
 static const field_t ss_result_fields[] = {
-    U8R(ccoip_ss_result_t, status, 0, 5), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
+    U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_TIMEOUT), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
     NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
     LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
     LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout)};
@@ -185,6 +185,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_DONE, "M2C_COLLECTIVE_DONE", collective_done_fields, 0),
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_SYNC, "C2M_SHARED_STATE_SYNC", ss_sync_fields, 0),
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_DONE, "C2M_SHARED_STATE_DONE", ss_done_fields, 0),
+    EMPTY(CCOIP_PKT_C2M_SHARED_STATE_ABORT, "C2M_SHARED_STATE_ABORT"),
     PACKET(CCOIP_PKT_M2C_SHARED_STATE_RESULT, "M2C_SHARED_STATE_RESULT", ss_result_fields, 0),
     PACKET(CCOIP_PKT_M2C_SHARED_STATE_DONE, "M2C_SHARED_STATE_DONE", ss_master_done_fields, 0),
     PACKET(CCOIP_PKT_SS_REQUEST, "SS_REQUEST", ss_request_fields, 0),

@@ -37,6 +37,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
     CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
     CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
+    CCOIP_PKT_C2M_SHARED_STATE_ABORT = 0x0122,  /* its watchdog: no RESULT within the collective timeout */
     CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY = 0x0130,   /* pcclOptimizeTopology: the vote */
     CCOIP_PKT_C2M_BANDWIDTH_REPORT = 0x0131,    /* the rates measured in one step */
 
@@ -219,7 +220,8 @@ typedef enum ccoip_ss_status_t {
     CCOIP_SS_REVISION = 2,   /* the revision broke the rule: `expected` says what was due */
     CCOIP_SS_MISMATCH = 3,   /* the tensor set differs from the others': `detail` names a tensor */
     CCOIP_SS_KICKED = 4,     /* SEND_ONLY without the popular content (`detail`); connection closed */
-    CCOIP_SS_FAILED = 5      /* the sync could not run (e.g. a duplicate tensor name) */
+    CCOIP_SS_FAILED = 5,     /* the sync could not run (e.g. a duplicate tensor name) */
+    CCOIP_SS_TIMEOUT = 6     /* a member's watchdog ended the sync: not every member called it */
 } ccoip_ss_status_t;
 
 /* Every string on the wire is `u16 length | bytes`; decoded strings are malloc'd and

@@ -8,6 +8,7 @@
 
 #include "ccoip/ccoip_peer_int.h"
 #include "ccoip/ccoip_peer_shared.h"
+#include "ccoip/ccoip_socket.h"
 #include "ccoip/pccl_internal.h"
 #include "cuda/cuda_table.h"
 #include "hash/hash.h"
@@ -81,6 +82,29 @@ static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out) {
     }
 }
 
+/* Waits for the sync's RESULT. A member that never calls pcclSynchronizeSharedState would keep
+ * the others here for ever, so after the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS,
+ * pcclSetCollectiveTimeout) this peer asks the master to end the sync for the group, and waits
+ * for the RESULT that answers it: TIMEOUT, or the real one when the last member came meanwhile. */
+static bool await_result(pcclComm_t *comm, ccoip_packet_t *out) {
+    int64_t deadline = ccoip_now_ms() + (int64_t) atomic_load(&comm->colls.timeout_ms);
+    for (;;) {
+        ccoip_status_t st = ccoip_link_wait_mail(comm, out, deadline);
+        if (st == CCOIP_ERR_TIMEOUT) {
+            ccoip_packet_t p;
+            memset(&p, 0, sizeof p);
+            p.type = CCOIP_PKT_C2M_SHARED_STATE_ABORT;
+            if (ccoip_link_send(comm, &p) != CCOIP_OK) return false;
+            deadline = -1;
+            continue;
+        }
+        if (st != CCOIP_OK) return false;
+        if (out->type == CCOIP_PKT_M2C_SHARED_STATE_RESULT) return true;
+        LOG_WARN(MOD, FN ": ignoring %s from the master during the sync", ccoip_packet_name(out->type));
+        ccoip_packet_free(out);
+    }
+}
+
 /* Fetches every tensor of the result, one connection per distributor, then re-hashes each. */
 static pcclResult_t fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t n,
                               uint64_t *rx) {
@@ -135,6 +159,10 @@ static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedSt
         LOG_ERROR(MOD, FN ": kicked by the master: SEND_ONLY, but tensor \"%s\" differs from the popular content",
                   r->detail);
         return pcclInvalidUsage;
+    case CCOIP_SS_TIMEOUT:
+        LOG_ERROR(MOD, FN ": not every peer of the group called it within the collective timeout (the master log "
+                       "names who did not); nothing was synced");
+        return pcclCollectiveTimeout;
     default:
         LOG_ERROR(MOD, FN ": the master refused the sync (%s%s)", r->detail[0] ? "tensor " : "",
                   r->detail[0] ? r->detail : "malformed request");
@@ -219,7 +247,7 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
     ccoip_packet_t r;
     memset(&r, 0, sizeof r);
     uint64_t rx = 0;
-    bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r);
+    bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_result(comm, &r);
     free(wire);
     uint64_t elected = 0;
     if (!link_ok) {
@@ -232,15 +260,16 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
             ccoip_ss_serve_allow(comm, result->serve, result->nserve);
             res = fetch_all(comm, result, slots, n, &rx);
         }
-        bool kicked = result->status == CCOIP_SS_KICKED;
+        /* Kicked or timed out: the master expects no report (it closed us, or ended the sync). */
+        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_TIMEOUT;
         ccoip_packet_free(&r);
         /* Everyone reports; the master's DONE says that no receiver needs us any more. */
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
         p.u.ss_done.ok = res == pcclSuccess;
-        if (!kicked && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r))) {
+        if (!no_report && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r))) {
             if (res == pcclSuccess) res = pcclMasterConnectionFailed;
-        } else if (!kicked) {
+        } else if (!no_report) {
             ccoip_packet_free(&r);
         }
     }

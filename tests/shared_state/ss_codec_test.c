@@ -147,11 +147,15 @@ static void test_malformed(void) {
     memcpy(trailing, sync, sizeof sync);
     trailing[sizeof sync] = 0;
     CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_SYNC, trailing, sizeof trailing) == CCOIP_ERR_INVALID);
-    /* RESULT: status 6; DONE: ok 2; HEADER: status 3. */
-    uint8_t res[27] = {6}; /* status, revision, expected, empty detail, no fetches, no clients */
+    /* RESULT: status 7; DONE: ok 2; HEADER: status 3. */
+    uint8_t res[27] = {7}; /* status, revision, expected, empty detail, no fetches, no clients */
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_ERR_INVALID);
+    res[0] = CCOIP_SS_TIMEOUT;
+    CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);
     res[0] = 0;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);
+    CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_ABORT, res, 0) == CCOIP_OK);
+    CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_ABORT, res, 1) == CCOIP_ERR_INVALID);
     uint8_t done[] = {2};
     CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_DONE, done, 1) == CCOIP_ERR_INVALID);
     uint8_t hdr[] = {3, 0, 0, 0, 0};

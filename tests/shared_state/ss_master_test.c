@@ -211,8 +211,41 @@ static void test_mismatch_duplicate_leave(void) {
     CHECK(closed[0]);
 }
 
+static void ss_abort(int i) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_SHARED_STATE_ABORT;
+    ccoip_mstate_on_packet(&st, &clients[i], &p, 1);
+}
+
+/* A member's watchdog: every waiting member gets TIMEOUT, nobody is closed, revisions stay; an
+ * abort that crossed the RESULT, or comes from a peer not in a sync, changes nothing. */
+static void test_abort(void) {
+    reset(3);
+    uint64_t h[1] = {5};
+    sync(0, 1, 0, 1, h);
+    sync(1, 1, 0, 1, h);
+    ss_abort(1);
+    for (int i = 0; i < 2; i++) CHECK_EQ_U64(result(i)->status, CCOIP_SS_TIMEOUT);
+    CHECK_EQ_U64(nsent[2], 0);
+    CHECK(!closed[0] && !closed[1] && !closed[2]);
+    ss_abort(0); /* a second abort, no sync running: ignored */
+    CHECK_EQ_U64(nsent[0], 1);
+    /* The next sync starts afresh; revision 1 is still the one due. */
+    for (int i = 0; i < 3; i++) sync(i, 1, 0, 1, h);
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(result(i)->status, CCOIP_SS_OK);
+    ss_abort(2); /* crossed the RESULT: ignored */
+    CHECK_EQ_U64(nsent[2], 1);
+    all_done(3);
+    for (int i = 0; i < 3; i++) sync(i, 2, 0, 1, h);
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(result(i)->status, CCOIP_SS_OK);
+    all_done(3);
+    CHECK(!closed[0] && !closed[1] && !closed[2]);
+}
+
 int main(void) {
     test_popular_and_spread();
+    test_abort();
     test_revisions();
     test_strategies();
     test_mismatch_duplicate_leave();

@@ -17,6 +17,8 @@
  *                                  itself mid-ring; after SIGCONT: "ar R MS NBAD HASH NAME"
  *                                  (MS from the SIGCONT on); "nomove" when the op ended first
  *   armove TAG COUNT MASK K     -> the same without the stop: "moving", then the "ar" line
+ *   ss REV                      -> "ss R MS": pcclSynchronizeSharedState of one tensor (4096
+ *                                  float32, the same on every peer) at revision REV
  *   quit                        -> "bye FDS THREADS BASE_FDS BASE_THREADS" after
  *                                  pcclDestroyCommunicator (BASE: before pcclInit) */
 #include <dirent.h>
@@ -184,6 +186,15 @@ int main(int argc, char **argv) {
                 }
             }
             report(r, now_ms() - t0, out, tag, count, mask);
+        } else if (strcmp(cmd, "ss") == 0 && n == 2) {
+            static float w[4096];
+            for (size_t i = 0; i < 4096; i++) w[i] = in_val(0, 0, i);
+            pcclTensorInfo_t t = {.name = "w", .data = w, .count = 4096, .datatype = pcclFloat,
+                                  .device_type = pcclDeviceCpu, .allow_content_inequality = false};
+            pcclSharedState_t state = {.revision = tag, .count = 1, .infos = &t};
+            long t0 = now_ms();
+            pcclResult_t r = pcclSynchronizeSharedState(comm, &state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, NULL);
+            printf("ss %d %ld\n", (int) r, now_ms() - t0);
         } else if (strcmp(cmd, "quit") == 0) {
             break;
         } else {

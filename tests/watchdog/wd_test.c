@@ -2,13 +2,16 @@
  * Usage: wd_test MODE MASTER_BIN PEER_BIN, MODE one of
  *   misuse  2 peers, timeout 500 ms: an all-reduce against pcclArePeersPending, against an
  *           all-reduce of another tag, against a silent peer: nobody hangs, the all-reduce gets
- *           pcclCollectiveTimeout, the vote pcclInvalidUsage; then exact all-reduces.
+ *           pcclCollectiveTimeout, the vote pcclInvalidUsage; then exact all-reduces. A shared-
+ *           state sync against a silent peer and against an all-reduce: pcclCollectiveTimeout
+ *           on both sides, nothing synced; then syncs at the same revision succeed.
  *   stall   3 peers, timeout 500 ms, master heartbeat timeout 60 s (so only the watchdog can
  *           notice): one peer SIGSTOPs itself mid-ring; both others return pcclCollectiveTimeout
  *           within timeout + slack; after SIGCONT it returns the same; after pcclUpdateTopology
  *           the three all-reduce exactly.
- *   slow    3 peers, timeout 400 ms set through pcclSetCollectiveTimeout: a 64 MiB all-reduce
- *           (16 MiB under a sanitizer) that one peer slows down (SIGSTOP 100 ms / SIGCONT 20 ms,
+ *   slow    3 peers, timeout 400 ms (1000 under a sanitizer) set through
+ *           pcclSetCollectiveTimeout: a 64 MiB all-reduce (16 MiB under a sanitizer) that one
+ *           peer slows down (SIGSTOP 100 ms / SIGCONT 20 ms,
  *           over and over) takes several timeouts in all, yet progresses: it succeeds, exactly.
  *           (A run window in which a loaded machine moves nothing is no progress indeed: 400 ms
  *           leaves room for two such windows in a row.) */
@@ -26,9 +29,15 @@
 #define SLACK_MS 1500 /* sampling period, the master's round trip, a sanitizer's slowness */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SLOW_COUNT (4u << 20) /* 16 MiB of float32: a sanitizer slows the ring 5-10 times already */
+/* ... and, with other sanitized tests beside it, the slowed peer's 20 ms run windows may get no
+ * CPU for 400 ms (a TSan run next to ss_big_test timed out so): sanitized runs allow 1000 ms. */
+#define SLOW_TIMEOUT_MS 1000
 #else
 #define SLOW_COUNT (16u << 20) /* 64 MiB of float32 */
+#define SLOW_TIMEOUT_MS 400
 #endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char *master_bin, *peer_bin;
 static h_proc_t master, peers[MAXP];
@@ -177,6 +186,31 @@ static void test_misuse(void) {
     CHECK(read_ar(0, &a, 10000));
     CHECK(a.r == 100 && a.ms >= 500 && a.ms <= 500 + SLACK_MS);
     exact_all(6, 4096);
+
+    /* A shared-state sync against a silent peer: the master ends it with TIMEOUT. */
+    CHECK(h_send(&peers[0], "ss 1"));
+    CHECK(read_word(0, "ss", line, sizeof line, 10000));
+    CHECK(sscanf(line, "ss %d %ld", &r, &ms) == 2);
+    CHECK(r == 100 && ms >= 500 && ms <= 500 + SLACK_MS);
+    fprintf(stderr, "misuse: shared-state sync vs a silent peer: %d after %ld ms\n", r, ms);
+    /* ... and against an all-reduce: both sides time out. */
+    CHECK(h_send(&peers[0], "ss 1") && h_send(&peers[1], "ar 7 4096 3"));
+    CHECK(read_word(0, "ss", line, sizeof line, 10000) && read_ar(1, &a, 10000));
+    CHECK(sscanf(line, "ss %d %ld", &r, &ms) == 2);
+    CHECK(r == 100 && ms <= 500 + SLACK_MS && a.r == 100 && a.ms <= 500 + SLACK_MS);
+    fprintf(stderr, "misuse: shared-state sync vs all-reduce: %d after %ld ms, %d after %ld ms\n", r, ms,
+            (int) a.r, a.ms);
+    /* Nothing was synced: revision 1 is still the one due, then 2. */
+    for (int rev = 1; rev <= 2; rev++) {
+        char cmd[32];
+        snprintf(cmd, sizeof cmd, "ss %d", rev);
+        CHECK(h_send(&peers[0], cmd) && h_send(&peers[1], cmd));
+        for (int i = 0; i < 2; i++) {
+            CHECK(read_word(i, "ss", line, sizeof line, 10000));
+            CHECK(sscanf(line, "ss %d %ld", &r, &ms) == 2 && r == 0);
+        }
+    }
+    exact_all(8, 4096);
     stop();
 }
 
@@ -230,7 +264,7 @@ static void test_slow(void) {
     unsetenv("PCCL_COLLECTIVE_TIMEOUT_MS");
     REQUIRE(start(3, NULL));
     char line[128];
-    for (int i = 0; i < npeers; i++) CHECK(h_call(&peers[i], "timeout 400", line, sizeof line, 5000) == 0);
+    for (int i = 0; i < npeers; i++) CHECK(h_call(&peers[i], "timeout " STR(SLOW_TIMEOUT_MS), line, sizeof line, 5000) == 0);
     const unsigned count = SLOW_COUNT;
     char cmd[96];
     snprintf(cmd, sizeof cmd, "ar 20 %u 7", count);
@@ -270,9 +304,9 @@ static void test_slow(void) {
         CHECK(a[i].hash == a[0].hash);
     }
     long ring_ms = t_end - t0;
-    fprintf(stderr, "slow: the %u MiB ring ran %ld ms under %d stop/continue cycles, timeout 400 ms: no false positive\n",
-            count >> 18, ring_ms, cycles);
-    CHECK(ring_ms >= 2 * 400); /* it outlasted the timeout */
+    fprintf(stderr, "slow: the %u MiB ring ran %ld ms under %d stop/continue cycles, timeout %d ms: no false positive\n",
+            count >> 18, ring_ms, cycles, SLOW_TIMEOUT_MS);
+    CHECK(ring_ms >= 2 * SLOW_TIMEOUT_MS); /* it outlasted the timeout */
     stop();
 }
 
