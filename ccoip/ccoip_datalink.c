@@ -7,14 +7,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -162,13 +162,13 @@ static bool read_all(int fd, void *buf, size_t len) {
 
 /* Sends one frame: the header, then the payload by reference when its poster allows it and the
  * pages can be spliced, by copy otherwise. */
-static bool send_frame(ccoip_datalink_t *dl, const slot_t *s, bool by_reference) {
+static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
     uint8_t header[CCOIP_DATALINK_HEADER];
     put_u64(header, s->tag);
     put_u64(header + 8, s->offset);
     put_u32(header + 16, (uint32_t) s->len);
     struct iovec iov[2] = {{header, sizeof header}, {s->buf, s->len}};
-    if (!by_reference || dl->splice.off || s->len == 0) return write_all(dl->fd, iov, 2, 0);
+    if (!s->by_reference || dl->splice.off || s->len == 0) return write_all(dl->fd, iov, 2, 0);
     if (!write_all(dl->fd, iov, 1, MSG_MORE)) return false;
     size_t sent;
     int rc = ccoip_splice_send(&dl->splice, dl->fd, s->buf, s->len, &sent);
@@ -204,7 +204,7 @@ static void *send_main(void *arg) {
         queue_pop_front(&dl->sends);
         pthread_mutex_unlock(&dl->lock);
 
-        bool ok = send_frame(dl, &dl->send_current, dl->send_current.by_reference);
+        bool ok = send_frame(dl, &dl->send_current);
 
         pthread_mutex_lock(&dl->lock);
         reduce_req_t *req = dl->send_current.req;

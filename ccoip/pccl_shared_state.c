@@ -72,22 +72,13 @@ static bool hash_slot(const ccoip_ss_slot_t *s, uint8_t kind, uint64_t *out) {
     return cs == CUDA_OK;
 }
 
-/* Waits for the master's packet of `type`; false when the master link is gone. */
-static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out) {
-    for (;;) {
-        if (ccoip_link_wait_mail(comm, out, -1) != CCOIP_OK) return false;
-        if (out->type == type) return true;
-        LOG_WARN(MOD, FN ": ignoring %s from the master during the sync", ccoip_packet_name(out->type));
-        ccoip_packet_free(out);
-    }
-}
-
-/* Waits for the sync's RESULT. A member that never calls pcclSynchronizeSharedState would keep
- * the others here for ever, so after the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS,
+/* Waits for the master's packet of `type`; false when the master link is gone. With `watchdog`
+ * (the wait for the RESULT): a member that never calls pcclSynchronizeSharedState would keep the
+ * others here for ever, so after the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS,
  * pcclSetCollectiveTimeout) this peer asks the master to end the sync for the group, and waits
  * for the RESULT that answers it: TIMEOUT, or the real one when the last member came meanwhile. */
-static bool await_result(pcclComm_t *comm, ccoip_packet_t *out) {
-    int64_t deadline = ccoip_now_ms() + (int64_t) atomic_load(&comm->colls.timeout_ms);
+static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out, bool watchdog) {
+    int64_t deadline = watchdog ? ccoip_now_ms() + (int64_t) atomic_load(&comm->colls.timeout_ms) : -1;
     for (;;) {
         ccoip_status_t st = ccoip_link_wait_mail(comm, out, deadline);
         if (st == CCOIP_ERR_TIMEOUT) {
@@ -99,7 +90,7 @@ static bool await_result(pcclComm_t *comm, ccoip_packet_t *out) {
             continue;
         }
         if (st != CCOIP_OK) return false;
-        if (out->type == CCOIP_PKT_M2C_SHARED_STATE_RESULT) return true;
+        if (out->type == type) return true;
         LOG_WARN(MOD, FN ": ignoring %s from the master during the sync", ccoip_packet_name(out->type));
         ccoip_packet_free(out);
     }
@@ -247,7 +238,7 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
     ccoip_packet_t r;
     memset(&r, 0, sizeof r);
     uint64_t rx = 0;
-    bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_result(comm, &r);
+    bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r, true);
     free(wire);
     uint64_t elected = 0;
     if (!link_ok) {
@@ -267,7 +258,7 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
         p.u.ss_done.ok = res == pcclSuccess;
-        if (!no_report && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r))) {
+        if (!no_report && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
             if (res == pcclSuccess) res = pcclMasterConnectionFailed;
         } else if (!no_report) {
             ccoip_packet_free(&r);
