@@ -11,6 +11,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ccoip/ccoip_master_http.h"
 #include "ccoip/ccoip_packets.h"
 #include "ccoip/pccl_internal.h"
 #include "log/log.h"
@@ -43,6 +44,8 @@ struct pcclMasterInstanceState_t {
     bool loop_ready, running, joined;
     atomic_bool interrupt;
     uint16_t port;
+    ccoip_mhttp_t *status; /* the status endpoint, when asked for */
+    uint16_t status_port;
     ccoip_master_state_t st;
     uint8_t chunk[READ_CHUNK]; /* every read lands here first: idle connections cost no buffer */
 };
@@ -300,6 +303,8 @@ static void close_all(struct pcclMasterInstanceState_t *m) {
     m->st.shutting_down = true;
     while (m->st.nclients > 0) ccoip_mstate_drop(&m->st, m->st.clients[m->st.nclients - 1], "master shutting down");
     if (!uv_is_closing((uv_handle_t *) &m->server)) uv_close((uv_handle_t *) &m->server, NULL);
+    ccoip_mhttp_close(m->status);
+    m->status = NULL;
     if (!uv_is_closing((uv_handle_t *) &m->timer)) uv_close((uv_handle_t *) &m->timer, NULL);
     if (!uv_is_closing((uv_handle_t *) &m->wakeup)) uv_close((uv_handle_t *) &m->wakeup, NULL);
 }
@@ -374,6 +379,20 @@ PCCL_EXPORT pcclResult_t pcclCreateMaster(ccoip_socket_address_t listen_address,
 }
 
 void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_options_t *opt) { m->st.opt = *opt; }
+
+static size_t render_status(void *ctx, char *buf, size_t cap) {
+    struct pcclMasterInstanceState_t *m = ctx;
+    return ccoip_mstatus_render(&m->st, buf, cap);
+}
+
+bool ccoip_master_serve_status(pcclMasterInstance_t *m, ccoip_socket_address_t addr) {
+    struct sockaddr_storage ss;
+    if (m->running || m->status != NULL || !to_sockaddr(&addr, &ss)) return false;
+    m->status = ccoip_mhttp_start(&m->loop, (const struct sockaddr *) &ss, render_status, m, &m->status_port);
+    return m->status != NULL;
+}
+
+uint16_t ccoip_master_status_port(const pcclMasterInstance_t *m) { return m->status ? m->status_port : 0; }
 
 uint16_t ccoip_master_port(const pcclMasterInstance_t *m) { return m->port; }
 

@@ -2,6 +2,7 @@
 #ifndef CCOIP_MASTER_H
 #define CCOIP_MASTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ccoip/ccoip_master_state.h"
@@ -12,5 +13,12 @@ void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_option
 
 /* The port the master listens on (useful after asking for port 0). */
 uint16_t ccoip_master_port(const pcclMasterInstance_t *m);
+
+/* Before pcclRunMaster: serve the status page (Prometheus text, ccoip_master_status.c) over
+ * HTTP on addr (ccoip_master_http.h). False (and a log line) when it cannot listen there. */
+bool ccoip_master_serve_status(pcclMasterInstance_t *m, ccoip_socket_address_t addr);
+
+/* The status endpoint's port, 0 when there is none. */
+uint16_t ccoip_master_status_port(const pcclMasterInstance_t *m);
 
 #endif /* CCOIP_MASTER_H */

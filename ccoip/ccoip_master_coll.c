@@ -7,6 +7,7 @@
 
 #include "ccoip/ccoip_master_state.h"
 #include "log/log.h"
+#include "reduce/reduce.h"
 
 #define MOD "ccoip-master"
 
@@ -63,10 +64,18 @@ static void commence(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
 
 static void finish(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
     bool ok = true;
+    const ccoip_mcoll_t *any = NULL;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         ccoip_mcoll_t *e = is_member(c, group) ? find(c, tag) : NULL;
         if (e != NULL) ok = ok && e->ok && !e->aborted;
+        if (e != NULL) any = e;
+    }
+    if (ok && any != NULL) {
+        st->counters.collectives_ok++;
+        st->counters.allreduce_bytes += any->desc.count * reduce_dtype_size((pcclDataType_t) any->desc.dtype);
+    } else {
+        st->counters.collectives_failed++;
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
@@ -181,6 +190,7 @@ void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
     if (mine == NULL || mine->phase == CCOIP_MCOLL_ABORTED) return;
     uint32_t group = c->peer_group;
     bool waiting = mine->phase == CCOIP_MCOLL_WAITING;
+    st->counters.collectives_timed_out++;
     LOG_WARN(MOD, "collective %llu of group %u: %s saw no progress for its timeout (%s); aborting it for the group",
              (unsigned long long) a->tag, group, c->name,
              waiting ? "not every member called it" : "a member stalled mid-collective");

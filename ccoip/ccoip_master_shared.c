@@ -312,6 +312,10 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
         moved += m[i].load;
         transfers += m[i].nfetch;
     }
+    if (!oom) {
+        st->counters.shared_state_syncs++;
+        st->counters.shared_state_bytes += moved;
+    }
     if (!oom) LOG_INFO(MOD, "shared state of group %u: revision %llu, %zu peers, %llu tensor transfers, %llu bytes",
                        group, (unsigned long long) elected, n, (unsigned long long) transfers,
                        (unsigned long long) moved);

@@ -95,6 +95,7 @@ static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
     if (ok) {
         for (size_t i = 0; i < st->nclients; i++)
             if (st->clients[i]->in_round) {
+                if (st->clients[i]->phase != CCOIP_MPHASE_ACCEPTED) st->counters.peers_admitted++;
                 st->clients[i]->phase = CCOIP_MPHASE_ACCEPTED;
                 st->clients[i]->ring_stale = false; /* its ring is whole again */
             }
@@ -287,6 +288,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
         st->nclients--;
     }
     bool was_accepted = c->phase == CCOIP_MPHASE_ACCEPTED;
+    if (was_accepted && !st->shutting_down) st->counters.peers_dropped++;
     if (c->phase >= CCOIP_MPHASE_REGISTERED || !st->shutting_down)
         if (log_enabled(level)) log_write(level, MOD, "dropping %s (%s): %s", c->name,
                  was_accepted ? "accepted" : c->phase == CCOIP_MPHASE_REGISTERED ? "pending" : "not joined", why);

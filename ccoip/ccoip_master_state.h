@@ -77,6 +77,14 @@ typedef struct ccoip_master_options_t {
 
 void ccoip_master_default_options(ccoip_master_options_t *o);
 
+/* Totals since the master started, for the status endpoint (ccoip_master_status.c). */
+typedef struct ccoip_mcounters_t {
+    uint64_t peers_admitted, peers_dropped; /* dropped: accepted peers that left */
+    uint64_t collectives_ok, collectives_failed, collectives_timed_out;
+    uint64_t allreduce_bytes;   /* successful all-reduces: count x element size, once each */
+    uint64_t shared_state_syncs, shared_state_bytes; /* elections; bytes they sent peers to fetch */
+} ccoip_mcounters_t;
+
 typedef struct ccoip_master_state_t {
     ccoip_mclient_t **clients;
     size_t nclients, cap;
@@ -94,6 +102,7 @@ typedef struct ccoip_master_state_t {
     void (*make_uuid)(void *ctx, ccoip_uuid_t *out);
     void *ctx;
     struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
+    ccoip_mcounters_t counters;
 } ccoip_master_state_t;
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
@@ -121,6 +130,10 @@ void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
 /* C2M_COLLECTIVE_ABORT: c's watchdog gave up on a collective; it ends with TIMEOUT for the group. */
 void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a);
+
+/* The status endpoint's page (Prometheus text format 0.0.4) into buf; returns its length, which
+ * may exceed cap (then buf holds a truncated page: call again with more room). */
+size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t cap);
 
 /* Refuses (as a mismatch) the votes of group's accepted members that are in pcclUpdateTopology or
  * pcclArePeersPending: the others of their group gave up waiting for them in a collective. */
