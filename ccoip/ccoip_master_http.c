@@ -36,7 +36,7 @@ struct hconn_t {
     uv_timer_t deadline;
     ccoip_mhttp_t *h;
     hconn_t *next;
-    bool answered, done;
+    bool answered, one_closed; /* one_closed: one of its two handles is closed */
     size_t len;
     char req[REQUEST_MAX];
 };
@@ -52,8 +52,8 @@ static void on_handle_closed(uv_handle_t *handle) {
     if (handle != (uv_handle_t *) &h->server) {
         hconn_t *c = (hconn_t *) ((uv_handle_type) handle->type == UV_TCP ? (void *) handle
                                                                           : (char *) handle - offsetof(hconn_t, deadline));
-        if (c->done) free(c); /* both of its handles are closed now */
-        else c->done = true;
+        if (c->one_closed) free(c); /* both of its handles are closed now */
+        else c->one_closed = true;
     }
     if (--h->handles == 0 && h->closing) free(h);
 }

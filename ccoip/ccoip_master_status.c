@@ -114,24 +114,29 @@ size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t ca
             uuid, c->name, c->peer_group, pos, state_name(c->state));
     }
 
+    /* The totals: one counter each, but for the collectives' outcomes under one name. */
     const ccoip_mcounters_t *t = &st->counters;
-    help(&p, "pccl_master_topology_rounds_total", "counter", "Topology rounds started (pcclUpdateTopology, "
-                                                             "pcclOptimizeTopology).");
-    put(&p, "pccl_master_topology_rounds_total %llu\n", (unsigned long long) st->round);
-    help(&p, "pccl_master_peers_admitted_total", "counter", "Peers accepted into the run.");
-    put(&p, "pccl_master_peers_admitted_total %llu\n", (unsigned long long) t->peers_admitted);
-    help(&p, "pccl_master_peers_dropped_total", "counter", "Accepted peers that left or were dropped.");
-    put(&p, "pccl_master_peers_dropped_total %llu\n", (unsigned long long) t->peers_dropped);
-    help(&p, "pccl_master_collectives_total", "counter", "Finished collectives by shared outcome.");
-    put(&p, "pccl_master_collectives_total{outcome=\"ok\"} %llu\n", (unsigned long long) t->collectives_ok);
-    put(&p, "pccl_master_collectives_total{outcome=\"failed\"} %llu\n", (unsigned long long) t->collectives_failed);
-    put(&p, "pccl_master_collectives_total{outcome=\"timeout\"} %llu\n", (unsigned long long) t->collectives_timed_out);
-    help(&p, "pccl_master_allreduce_bytes_total", "counter", "Payload of successful all-reduces (count x element "
-                                                             "size, once per collective).");
-    put(&p, "pccl_master_allreduce_bytes_total %llu\n", (unsigned long long) t->allreduce_bytes);
-    help(&p, "pccl_master_shared_state_syncs_total", "counter", "Shared-state elections.");
-    put(&p, "pccl_master_shared_state_syncs_total %llu\n", (unsigned long long) t->shared_state_syncs);
-    help(&p, "pccl_master_shared_state_bytes_total", "counter", "Tensor bytes the elections told peers to fetch.");
-    put(&p, "pccl_master_shared_state_bytes_total %llu\n", (unsigned long long) t->shared_state_bytes);
+    const struct {
+        const char *name, *label, *help;
+        uint64_t value;
+    } totals[] = {
+        {"pccl_master_topology_rounds_total", "", "Topology rounds started (pcclUpdateTopology, pcclOptimizeTopology).",
+         st->round},
+        {"pccl_master_peers_admitted_total", "", "Peers accepted into the run.", t->peers_admitted},
+        {"pccl_master_peers_dropped_total", "", "Accepted peers that left or were dropped.", t->peers_dropped},
+        {"pccl_master_collectives_total", "{outcome=\"ok\"}", "Finished collectives by shared outcome.",
+         t->collectives_ok},
+        {"pccl_master_collectives_total", "{outcome=\"failed\"}", NULL, t->collectives_failed},
+        {"pccl_master_collectives_total", "{outcome=\"timeout\"}", NULL, t->collectives_timed_out},
+        {"pccl_master_allreduce_bytes_total", "", "Payload of successful all-reduces (count x element size, once "
+                                                  "per collective).", t->allreduce_bytes},
+        {"pccl_master_shared_state_syncs_total", "", "Shared-state elections.", t->shared_state_syncs},
+        {"pccl_master_shared_state_bytes_total", "", "Tensor bytes the elections told peers to fetch.",
+         t->shared_state_bytes},
+    };
+    for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++) {
+        if (totals[i].help != NULL) help(&p, totals[i].name, "counter", totals[i].help);
+        put(&p, "%s%s %llu\n", totals[i].name, totals[i].label, (unsigned long long) totals[i].value);
+    }
     return p.len;
 }

@@ -12,6 +12,7 @@
 #ifdef __linux__
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
@@ -31,11 +32,21 @@ static unsigned usable_cores(void) {
     return n > 0 ? (unsigned) n : 1;
 }
 
-bool ccoip_splice_pays(bool same_host, unsigned world) {
+/* Asked before every all-reduce: the environment and the core count are read once. */
+static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static int policy_forced = -1; /* PCCL_SEND_SPLICE: 0 or 1; -1 unset */
+static unsigned policy_cores;
+
+static void read_policy(void) {
     const char *v = getenv("PCCL_SEND_SPLICE");
-    if (v != NULL && strcmp(v, "0") == 0) return false;
-    if ((v != NULL && strcmp(v, "1") == 0) || !same_host) return true;
-    return usable_cores() < 3u * world;
+    if (v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) policy_forced = v[0] - '0';
+    policy_cores = usable_cores();
+}
+
+bool ccoip_splice_pays(bool same_host, unsigned world) {
+    pthread_once(&policy_once, read_policy);
+    if (policy_forced >= 0) return policy_forced == 1;
+    return !same_host || policy_cores < 3u * world;
 }
 
 void ccoip_splice_init(ccoip_splice_t *s) {

@@ -25,7 +25,8 @@ enum { CCOIP_SPLICE_OK, CCOIP_SPLICE_COPY, CCOIP_SPLICE_FAILED };
  * only one: less CPU in all, but one copy on one core where two ran side by side on two, so it
  * pays only on a host whose cores are busy anyway. The world size stands in for the peers on
  * this host, each running about 3 busy threads (ring, send, receive): by reference when the
- * cores that may run us are fewer than 3 x world. PCCL_SEND_SPLICE=1 always, =0 never. */
+ * cores that may run us are fewer than 3 x world. PCCL_SEND_SPLICE=1 always, =0 never (both,
+ * and the core count, are read at the first call). */
 bool ccoip_splice_pays(bool same_host, unsigned world);
 
 /* No pipe yet; `off` when PCCL_SEND_SPLICE=0 or the platform cannot splice. */

@@ -14,27 +14,7 @@ uint64_t ard_now_us(void) {
     return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static bool expect(h_proc_t *p, const char *word, int want, int timeout_ms) {
-    char line[512];
-    if (!h_read_line(p, line, sizeof line, timeout_ms)) {
-        fprintf(stderr, "ard: no '%s' answer from pid %d\n", word, (int) p->pid);
-        return false;
-    }
-    size_t k = strlen(word);
-    if (strncmp(line, word, k) != 0 || line[k] != ' ' || atoi(line + k + 1) != want) {
-        fprintf(stderr, "ard: pid %d answered '%s' (wanted %s %d)\n", (int) p->pid, line, word, want);
-        return false;
-    }
-    return true;
-}
-
-bool ard_update(ard_t *a) {
-    for (int i = 0; i < a->n; i++)
-        if (!h_send(&a->peers[i], "update")) return false;
-    bool ok = true;
-    for (int i = 0; i < a->n; i++) ok = expect(&a->peers[i], "update", 0, 30000) && ok;
-    return ok;
-}
+bool ard_update(ard_t *a) { return h_update_all(a->peers, a->n); }
 
 bool ard_add_peer(ard_t *a) {
     if (a->n >= ARD_MAX) return false;
@@ -42,20 +22,7 @@ bool ard_add_peer(ard_t *a) {
     char port[16];
     snprintf(port, sizeof port, "%d", a->port);
     char *argv[] = {(char *) a->peer_bin, port, NULL};
-    if (!h_spawn(p, argv) || !h_send(p, "connect")) return false;
-    /* The first peer is admitted alone; later ones need a vote of everyone accepted. A round
-     * that starts before the newcomer has joined the master succeeds without it: vote again. */
-    char line[128];
-    bool in = false;
-    if (a->n == 0) in = h_read_line(p, line, sizeof line, 30000);
-    for (int attempt = 0; !in && attempt < 100; attempt++) {
-        if (!ard_update(a)) continue;
-        in = h_read_line(p, line, sizeof line, attempt < 10 ? 100 : 1000);
-    }
-    if (!in || strcmp(line, "connect 0") != 0) {
-        fprintf(stderr, "ard: newcomer pid %d: '%s'\n", (int) p->pid, in ? line : "(no answer)");
-        return false;
-    }
+    if (!h_spawn(p, argv) || !h_send(p, "connect") || !h_admit(a->peers, a->n, p)) return false;
     a->seeds[a->n++] = a->next_seed++;
     return true;
 }

@@ -49,13 +49,7 @@ static inline bool ad_all(ad_t *a, const char *cmd) {
     return ok;
 }
 
-static inline bool ad_update(ad_t *a) {
-    if (!ad_all(a, "update")) return false;
-    bool ok = true;
-    char line[128];
-    for (int i = 0; i < a->n; i++) ok = ad_read(&a->peers[i], "update", line, sizeof line, 30000) && strcmp(line, "update 0") == 0 && ok;
-    return ok;
-}
+static inline bool ad_update(ad_t *a) { return h_update_all(a->peers, a->n); }
 
 static inline bool ad_add_peer(ad_t *a, int idx, int pool) {
     if (a->n >= AD_MAX) return false;
@@ -65,19 +59,7 @@ static inline bool ad_add_peer(ad_t *a, int idx, int pool) {
     snprintf(sidx, sizeof sidx, "%d", idx);
     snprintf(spool, sizeof spool, "%d", pool);
     char *argv[] = {(char *) a->peer_bin, port, sidx, spool, NULL};
-    if (!h_spawn(p, argv) || !h_send(p, "connect")) return false;
-    /* Later peers need a vote of everyone accepted; a round that starts before the newcomer
-     * reached the master succeeds without it: vote again. */
-    char line[128];
-    bool in = a->n == 0 && h_read_line(p, line, sizeof line, 30000);
-    for (int attempt = 0; !in && attempt < 100; attempt++) {
-        if (!ad_update(a)) continue;
-        in = h_read_line(p, line, sizeof line, attempt < 10 ? 100 : 1000);
-    }
-    if (!in || strcmp(line, "connect 0") != 0) {
-        fprintf(stderr, "async_driver: newcomer pid %d: '%s'\n", (int) p->pid, in ? line : "(no answer)");
-        return false;
-    }
+    if (!h_spawn(p, argv) || !h_send(p, "connect") || !h_admit(a->peers, a->n, p)) return false;
     a->idx[a->n++] = idx;
     return true;
 }

@@ -113,6 +113,31 @@ bool h_send(h_proc_t *p, const char *line) {
     return write(p->in_fd, buf, n) == (ssize_t) n;
 }
 
+bool h_update_all(h_proc_t *peers, int n) {
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok = h_send(&peers[i], "update") && ok;
+    char line[256];
+    for (int i = 0; i < n; i++) {
+        bool got = h_read_line(&peers[i], line, sizeof line, 30000);
+        if (!got || strcmp(line, "update 0") != 0)
+            fprintf(stderr, "harness: pid %d answered '%s' to update\n", (int) peers[i].pid, got ? line : "(nothing)");
+        ok = got && strcmp(line, "update 0") == 0 && ok;
+    }
+    return ok;
+}
+
+bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer) {
+    char buf[256];
+    bool in = n == 0 && h_read_line(newcomer, buf, sizeof buf, 30000);
+    for (int attempt = 0; !in && attempt < 100; attempt++) {
+        if (!h_update_all(peers, n)) continue;
+        in = h_read_line(newcomer, buf, sizeof buf, attempt < 10 ? 100 : 1000);
+    }
+    bool ok = in && strncmp(buf, "connect 0", 9) == 0 && (buf[9] == '\0' || buf[9] == ' ');
+    if (!ok) fprintf(stderr, "harness: newcomer pid %d: '%s'\n", (int) newcomer->pid, in ? buf : "(no answer)");
+    return ok;
+}
+
 bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {

@@ -39,6 +39,13 @@ bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms);
 int h_call(h_proc_t *p, const char *cmd, char *line, size_t n, int timeout_ms);
 
 void h_kill(h_proc_t *p, int sig);
+/* For peer programs that answer "update" with "update RESULT" and "connect" with "connect RESULT
+ * ...": pcclUpdateTopology on n peers at once; true when every one answered "update 0". */
+bool h_update_all(h_proc_t *peers, int n);
+/* Admits `newcomer` (spawned, "connect" sent) into the ring of the n accepted `peers`: the first
+ * peer (n == 0) gets in alone, later ones by the others' votes, repeated while a round ran before
+ * the newcomer reached the master. True when it answered "connect 0". */
+bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer);
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
 int h_wait(h_proc_t *p, int timeout_ms);
 

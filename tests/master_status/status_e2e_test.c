@@ -22,28 +22,14 @@ static bool read_word(int i, const char *word, char *line, size_t n) {
     return strncmp(line, word, strlen(word)) == 0;
 }
 
-static bool update_all(void) {
-    char line[128];
-    bool ok = true;
-    for (int i = 0; i < npeers; i++) ok = h_send(&peers[i], "update") && ok;
-    for (int i = 0; i < npeers; i++) ok = read_word(i, "update", line, sizeof line) && !strcmp(line, "update 0") && ok;
-    return ok;
-}
-
 /* Spawns peer npeers and has the accepted ones vote it in. */
 static bool add_peer(void) {
-    h_proc_t *p = &peers[npeers];
-    char sport[16], sidx[16], line[128];
+    char sport[16], sidx[16];
     snprintf(sport, sizeof sport, "%d", port);
     snprintf(sidx, sizeof sidx, "%d", npeers);
     char *argv[] = {(char *) peer_bin, sport, sidx, NULL};
-    if (!h_spawn(p, argv) || !h_send(p, "connect")) return false;
-    bool in = npeers == 0 && h_read_line(p, line, sizeof line, 30000);
-    for (int attempt = 0; !in && attempt < 100; attempt++) {
-        if (!update_all()) continue;
-        in = h_read_line(p, line, sizeof line, attempt < 10 ? 100 : 1000);
-    }
-    if (!in || strcmp(line, "connect 0") != 0) return false;
+    h_proc_t *p = &peers[npeers];
+    if (!h_spawn(p, argv) || !h_send(p, "connect") || !h_admit(peers, npeers, p)) return false;
     npeers++;
     return true;
 }
@@ -185,7 +171,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(accepted, 2);
     CHECK_EQ_U64(value(page, "pccl_master_peers_dropped_total"), 1);
     npeers = 2;
-    CHECK(update_all());
+    CHECK(h_update_all(peers, npeers));
     for (int i = 0; i < npeers; i++) h_send(&peers[i], "ar 2 100 3");
     for (int i = 0; i < npeers; i++) CHECK(read_word(i, "ar 0 ", line, sizeof line));
     CHECK_EQ_U64(value(metrics(), "pccl_master_collectives_total{outcome=\"ok\"}"), 2);

@@ -70,28 +70,14 @@ static bool read_word(int i, const char *word, char *line, size_t n, int timeout
     return true;
 }
 
-static bool update_all(void) {
-    char line[128];
-    bool ok = true;
-    for (int i = 0; i < npeers; i++) ok = h_send(&peers[i], "update") && ok;
-    for (int i = 0; i < npeers; i++) ok = read_word(i, "update", line, sizeof line, 30000) && !strcmp(line, "update 0") && ok;
-    return ok;
-}
-
 /* Spawns peer npeers and has the accepted ones vote it in. */
 static bool add_peer(void) {
-    h_proc_t *p = &peers[npeers];
-    char sport[16], sidx[16], line[128];
+    char sport[16], sidx[16];
     snprintf(sport, sizeof sport, "%d", port);
     snprintf(sidx, sizeof sidx, "%d", npeers);
     char *argv[] = {(char *) peer_bin, sport, sidx, NULL};
-    if (!h_spawn(p, argv) || !h_send(p, "connect")) return false;
-    bool in = npeers == 0 && h_read_line(p, line, sizeof line, 30000);
-    for (int attempt = 0; !in && attempt < 100; attempt++) {
-        if (!update_all()) continue;
-        in = h_read_line(p, line, sizeof line, attempt < 10 ? 100 : 1000);
-    }
-    if (!in || strcmp(line, "connect 0") != 0) return false;
+    h_proc_t *p = &peers[npeers];
+    if (!h_spawn(p, argv) || !h_send(p, "connect") || !h_admit(peers, npeers, p)) return false;
     npeers++;
     return true;
 }
@@ -172,7 +158,7 @@ static void test_misuse(void) {
     fprintf(stderr, "misuse: all-reduce vs pending: pcclCollectiveTimeout after %ld ms, vote refused after %ld ms (%ld ms for both)\n",
             a.ms, ms, both);
     CHECK(both <= 500 + SLACK_MS);
-    CHECK(update_all());
+    CHECK(h_update_all(peers, npeers));
     exact_all(2, 100003);
 
     /* Two different tags: both time out; nothing ran, so the next all-reduce needs no update. */
@@ -258,7 +244,7 @@ static void test_stall(void) {
     CHECK(read_ar(2, &a[2], 10000));
     CHECK_EQ_U64(a[2].r, 100);
     fprintf(stderr, "stall: the stalled peer returned pcclCollectiveTimeout %ld ms after SIGCONT\n", a[2].ms);
-    CHECK(update_all());
+    CHECK(h_update_all(peers, npeers));
     exact_all(11, count);
     stop();
 }
