@@ -1,5 +1,6 @@
 /* ccoip_peer.c: the peer's side of admission and votes, on the API caller's thread. Requests go
  * out on the master link; replies come back through the mailbox (ccoip_peer_link.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ccoip/ccoip_peer.h"
@@ -69,7 +70,7 @@ pcclResult_t ccoip_peer_connect(pcclComm_t *comm) {
     if (res == pcclSuccess) res = ccoip_bench_start(comm);
     if (res == pcclSuccess) res = ccoip_link_open(comm);
     if (res != pcclSuccess) return res;
-    LOG_INFO(MOD, "registered with the master (p2p port %u); waiting for admission", comm->p2p.port);
+    LOG_INFO(MOD, "registered with the master (p2p port %u); waiting for admission", comm->p2p.listener.port);
     /* Blocks until the accepted peers vote us in; a failed round just means waiting for the next. */
     for (;;) {
         round_outcome_t o = await_round(comm);
@@ -134,4 +135,12 @@ ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_inf
     case ROUND_LOST: break;
     }
     return CCOIP_ROUND_LOST;
+}
+
+int64_t ccoip_env_num(const char *name, int64_t def) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end == '\0' && x > 0 ? (int64_t) x : def;
 }

@@ -62,14 +62,6 @@ static int64_t now_us(void) {
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static int64_t env_num(const char *name, int64_t def) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return *end == '\0' && x > 0 ? (int64_t) x : def;
-}
-
 uint16_t ccoip_bench_port(const pcclComm_t *comm) { return comm->bench == NULL ? 0 : comm->bench->port; }
 
 uint64_t ccoip_bench_count(const pcclComm_t *comm) {
@@ -194,7 +186,7 @@ pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
     ccoip_inet_address_t any;
     memset(&any, 0, sizeof any);
     any.protocol = comm->params.master_address.inet.protocol;
-    int64_t first = env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
     b->listen_fd = ccoip_sock_listen_bump(&any, (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, &b->port);
     if (b->listen_fd < 0) {
         LOG_ERROR(MOD, "cannot open the benchmark listener");

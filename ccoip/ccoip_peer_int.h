@@ -10,6 +10,7 @@
 
 #include "ccoip/ccoip_abort.h"
 #include "ccoip/ccoip_datalink.h"
+#include "ccoip/ccoip_listener.h"
 #include "ccoip/ccoip_p2p.h"
 #include "ccoip/ccoip_packets.h"
 #include "pccl.h"
@@ -26,11 +27,7 @@ typedef struct ccoip_arrival_t {
 } ccoip_arrival_t;
 
 typedef struct ccoip_peer_p2p_t {
-    int listen_fd;
-    uint16_t port;
-    pthread_t thread;
-    bool started;
-    int wake[2];
+    ccoip_listener_t listener;
     pthread_mutex_t lock; /* guards allowed/arrivals */
     ccoip_uuid_t allowed[2]; /* UUIDs the master told us to accept from */
     int nallowed;
@@ -189,5 +186,9 @@ typedef enum ccoip_round_outcome_t {
     CCOIP_ROUND_LOST
 } ccoip_round_outcome_t;
 ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info);
+
+/* A positive integer from the environment variable `name`; `def` when it is unset, empty, not a
+ * number or not positive. */
+int64_t ccoip_env_num(const char *name, int64_t def);
 
 #endif /* CCOIP_PEER_INT_H */

@@ -18,14 +18,6 @@
 #define MOD "ccoip-peer"
 #define HEARTBEAT_MS 1000
 
-static int64_t env_ms(const char *name, int64_t def) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return *end == '\0' && x > 0 ? (int64_t) x : def;
-}
-
 void ccoip_peer_notify(pcclComm_t *comm) {
     atomic_fetch_add_explicit(&comm->events, 1, memory_order_release);
     tpark_wake_all((const uint32_t *) &comm->events);
@@ -163,7 +155,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm) {
     const ccoip_socket_address_t *addr = &comm->params.master_address;
     char name[80];
     ccoip_format_address(addr, name, sizeof name);
-    int64_t deadline = ccoip_now_ms() + env_ms("PCCL_CONNECT_TIMEOUT_MS", 3000);
+    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_CONNECT_TIMEOUT_MS", 3000);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
     int fd = -1;
     /* Retry while nobody listens yet (a master starting up), within the deadline. */
@@ -188,7 +180,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm) {
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_JOIN;
     p.u.join.peer_group = comm->params.peer_group;
-    p.u.join.p2p_port = comm->p2p.port;
+    p.u.join.p2p_port = comm->p2p.listener.port;
     p.u.join.ss_port = ccoip_ss_port(comm);
     p.u.join.bench_port = ccoip_bench_port(comm);
     st = ccoip_conn_send(fd, &p);

@@ -20,18 +20,11 @@
 #define FIRST_PORT 48149
 #define PORT_TRIES 2048
 
-static int64_t env_num(const char *name, int64_t def) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return *end == '\0' && x > 0 ? (int64_t) x : def;
-}
-
 static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
 
 /* One incoming connection, start to end: kept as an arrival or closed with one log line. */
-static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
+static void handle_incoming(void *ctx, int fd, const char *who) {
+    pcclComm_t *comm = ctx;
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
     ccoip_uuid_t uuid;
@@ -78,38 +71,13 @@ static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_peer_notify(comm);
 }
 
-static void *listener_main(void *arg) {
-    pcclComm_t *comm = arg;
-    for (;;) {
-        ccoip_status_t st = ccoip_sock_wait(comm->p2p.listen_fd, comm->p2p.wake[0], -1);
-        if (st == CCOIP_ERR_CLOSED || atomic_load(&comm->stopping)) break;
-        if (st != CCOIP_OK) continue;
-        ccoip_socket_address_t from;
-        int fd = ccoip_sock_accept(comm->p2p.listen_fd, &from);
-        if (fd < 0) continue;
-        char who[80];
-        ccoip_format_address(&from, who, sizeof who);
-        handle_incoming(comm, fd, who);
-    }
-    return NULL;
-}
-
 pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
-    ccoip_peer_p2p_t *p2p = &comm->p2p;
-    ccoip_inet_address_t any;
-    memset(&any, 0, sizeof any);
-    any.protocol = comm->params.master_address.inet.protocol; /* the family the master sees us by */
-    int64_t first = env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
-    p2p->listen_fd = ccoip_sock_listen_bump(&any, (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, &p2p->port);
-    if (p2p->listen_fd < 0) return pcclInternalError;
-    if (!ccoip_wakeup_open(p2p->wake)) return pcclInternalError;
-    if (pthread_create(&p2p->thread, NULL, listener_main, comm) != 0) {
-        LOG_ERROR(MOD, "cannot start the p2p listener thread");
-        return pcclInternalError;
-    }
-    p2p->started = true;
-    LOG_DEBUG(MOD, "p2p listener on port %u", p2p->port);
-    return pcclSuccess;
+    /* The family the master sees us by. */
+    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    return ccoip_listener_start(&comm->p2p.listener, comm->params.master_address.inet.protocol,
+                                (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, handle_incoming, comm, "p2p")
+               ? pcclSuccess
+               : pcclInternalError;
 }
 
 static void close_links(pcclComm_t *comm) {
@@ -123,14 +91,7 @@ static void close_links(pcclComm_t *comm) {
 
 void ccoip_p2p_stop(pcclComm_t *comm) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
-    if (p2p->started) {
-        ccoip_wakeup_signal(p2p->wake[1]);
-        pthread_join(p2p->thread, NULL);
-        p2p->started = false;
-    }
-    ccoip_wakeup_close(p2p->wake);
-    ccoip_sock_close(p2p->listen_fd);
-    p2p->listen_fd = -1;
+    ccoip_listener_stop(&p2p->listener);
     close_links(comm);
     for (int i = 0; i < p2p->narrivals; i++) ccoip_sock_close(p2p->arrivals[i].fd);
     p2p->narrivals = 0;
@@ -256,7 +217,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     pthread_mutex_unlock(&p2p->lock);
     close_links(comm);
     p2p->links.epoch = info->round;
-    int64_t deadline = ccoip_now_ms() + env_num("PCCL_P2P_TIMEOUT_MS", 10000);
+    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_P2P_TIMEOUT_MS", 10000);
     uint32_t pool = comm->params.p2p_connection_pool_size;
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) {

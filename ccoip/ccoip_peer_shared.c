@@ -37,11 +37,7 @@ typedef struct worker_t {
 } worker_t;
 
 struct ccoip_peer_ss_t {
-    int listen_fd;
-    uint16_t port;
-    pthread_t thread;
-    bool started;
-    int wake[2];
+    ccoip_listener_t listener;
     int64_t rate;     /* PCCL_SS_MAX_SEND_MBPS in bytes/s, 0: unlimited */
     int64_t stall_ms; /* PCCL_SS_TIMEOUT_MS: no progress for this long fails a transfer */
     pthread_mutex_t lock; /* guards everything below */
@@ -55,15 +51,7 @@ struct ccoip_peer_ss_t {
     _Atomic uint64_t tx;
 };
 
-static int64_t env_num(const char *name, int64_t def) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return *end == '\0' && x > 0 ? (int64_t) x : def;
-}
-
-uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->port; }
+uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->listener.port; }
 
 static int by_slot_name(const void *key, const void *elem) {
     return strcmp((const char *) key, ((const ccoip_ss_slot_t *) elem)->name);
@@ -273,7 +261,8 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
+static void handle_incoming(void *ctx, int fd, const char *who) {
+    pcclComm_t *comm = ctx;
     ccoip_peer_ss_t *ss = comm->ss;
     ccoip_uuid_t uuid;
     char why[96];
@@ -311,59 +300,27 @@ static void handle_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_sock_close(fd);
 }
 
-static void *listener_main(void *arg) {
-    pcclComm_t *comm = arg;
-    for (;;) {
-        ccoip_status_t st = ccoip_sock_wait(comm->ss->listen_fd, comm->ss->wake[0], -1);
-        if (st == CCOIP_ERR_CLOSED || atomic_load(&comm->stopping)) break;
-        if (st != CCOIP_OK) continue;
-        ccoip_socket_address_t from;
-        int fd = ccoip_sock_accept(comm->ss->listen_fd, &from);
-        if (fd < 0) continue;
-        char who[80];
-        ccoip_format_address(&from, who, sizeof who);
-        handle_incoming(comm, fd, who);
-    }
-    return NULL;
-}
-
 pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ccoip_peer_ss_t *ss = calloc(1, sizeof *ss);
     if (ss == NULL) return pcclInternalError;
-    ss->listen_fd = -1;
-    ss->wake[0] = ss->wake[1] = -1;
-    ss->rate = env_num("PCCL_SS_MAX_SEND_MBPS", 0) * 1000000;
-    ss->stall_ms = env_num("PCCL_SS_TIMEOUT_MS", 30000);
+    ccoip_listener_init(&ss->listener);
+    ss->rate = ccoip_env_num("PCCL_SS_MAX_SEND_MBPS", 0) * 1000000;
+    ss->stall_ms = ccoip_env_num("PCCL_SS_TIMEOUT_MS", 30000);
     pthread_mutex_init(&ss->lock, NULL);
     comm->ss = ss;
-    ccoip_inet_address_t any;
-    memset(&any, 0, sizeof any);
-    any.protocol = comm->params.master_address.inet.protocol;
     /* Right above the p2p listener: the same bump allocation (README "Default ports"). */
-    uint16_t first = comm->p2p.port < 65535 ? (uint16_t) (comm->p2p.port + 1) : 48150;
-    ss->listen_fd = ccoip_sock_listen_bump(&any, first, PORT_TRIES, &ss->port);
-    if (ss->listen_fd < 0) return pcclInternalError;
-    if (!ccoip_wakeup_open(ss->wake)) return pcclInternalError;
-    if (pthread_create(&ss->thread, NULL, listener_main, comm) != 0) {
-        LOG_ERROR(MOD, "cannot start the shared-state listener thread");
-        return pcclInternalError;
-    }
-    ss->started = true;
-    LOG_DEBUG(MOD, "shared-state listener on port %u", ss->port);
-    return pcclSuccess;
+    uint16_t first = comm->p2p.listener.port < 65535 ? (uint16_t) (comm->p2p.listener.port + 1) : 48150;
+    return ccoip_listener_start(&ss->listener, comm->params.master_address.inet.protocol, first, PORT_TRIES,
+                                handle_incoming, comm, "shared-state")
+               ? pcclSuccess
+               : pcclInternalError;
 }
 
 void ccoip_ss_stop(pcclComm_t *comm) {
     ccoip_peer_ss_t *ss = comm->ss;
     if (ss == NULL) return;
-    if (ss->started) {
-        ccoip_wakeup_signal(ss->wake[1]);
-        pthread_join(ss->thread, NULL);
-        ss->started = false;
-    }
+    ccoip_listener_stop(&ss->listener);
     ccoip_ss_serve_end(comm);
-    ccoip_wakeup_close(ss->wake);
-    ccoip_sock_close(ss->listen_fd);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
     comm->ss = NULL;
@@ -414,7 +371,7 @@ uint64_t ccoip_ss_serve_end(pcclComm_t *comm) {
 
 static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, const char *name) {
     ccoip_socket_address_t a = {f->addr, f->ss_port};
-    int64_t deadline = ccoip_now_ms() + env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
+    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
     while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
         int64_t left = deadline - ccoip_now_ms();

@@ -44,8 +44,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     }
     c->master_fd = -1;
     c->link_wake[0] = c->link_wake[1] = -1;
-    c->p2p.listen_fd = -1;
-    c->p2p.wake[0] = c->p2p.wake[1] = -1;
+    ccoip_listener_init(&c->p2p.listener);
     c->p2p.links.tx.fd = c->p2p.links.rx.fd = -1;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->mail_lock, NULL);

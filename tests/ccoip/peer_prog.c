@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
         line[strcspn(line, "\r\n")] = '\0';
         if (strcmp(line, "connect") == 0) {
             pcclResult_t r = pcclConnect(comm);
-            printf("connect %d %u\n", (int) r, comm->p2p.port);
+            printf("connect %d %u\n", (int) r, comm->p2p.listener.port);
         } else if (strcmp(line, "update") == 0) {
             printf("update %d\n", (int) pcclUpdateTopology(comm));
         } else if (strcmp(line, "pending") == 0) {
