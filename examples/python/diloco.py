@@ -122,8 +122,11 @@ class Peer:
 
     def sync(self):
         """update_topology is the caller's; returns False when the round cannot run (too few
-        peers, or the sync failed)."""
+        peers, or the sync failed). A peer whose rounds are all done gets True even alone: a peer
+        that finished first may leave before this one's last update_topology."""
         if self.comm.get_attribute(Attribute.LOCAL_WORLD_SIZE) < 2:
+            if self.state.revision >= self.args.outer_steps:
+                return True  # done, and the others finished first: nobody to wait for
             self.synced_before = False
             time.sleep(0.05)
             return False

@@ -129,6 +129,8 @@ def peer(args):
         first = False
         world = comm.get_attribute(Attribute.LOCAL_WORLD_SIZE)
         if world < 2:  # a collective needs two peers: wait for company
+            if shared_state.revision >= args.steps:
+                break  # done; the others finished first and left before this last update
             synced_before = False
             time.sleep(0.05)
             continue
