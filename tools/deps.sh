@@ -2,7 +2,7 @@
 # deps.sh [PACKAGE...]: installs the Debian packages the build and tests need, only those missing.
 # Quiet and idempotent; waits for a busy dpkg lock instead of failing.
 set -eu
-PACKAGES="bazel-bootstrap libuv1-dev libxxhash-dev gcc g++ clang libclang-rt-14-dev pkg-config
+PACKAGES="bazel-bootstrap libuv1-dev libxxhash-dev libnetfilter-queue-dev gcc g++ clang libclang-rt-14-dev pkg-config
   mingw-w64 wine python3-matplotlib iproute2 iptables
   python3-numpy python3-torch python3-cffi python3-pytest python3-sklearn
   python3-pip python3-setuptools python3-wheel"
