@@ -6,7 +6,7 @@ set -eu
 if [ -n "${TEST_SRCDIR:-}" ]; then
     root=$TEST_SRCDIR/$TEST_WORKSPACE
     export PCCL_LIBRARY="$root/libpccl.so"
-    export PCCL_MASTER_BINARY="$root/ccoip/pccl-master"
+    export PCCL_MASTER_BINARY="$root/ccoip/master/pccl-master"
     export HOME="${HOME:-$TEST_TMPDIR}"
 else
     root=$(cd "$(dirname "$0")/.." && pwd)

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccoip/ccoip_master.h"
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/master/ccoip_master.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "pccl.h"
 
 #define JOINERS 256

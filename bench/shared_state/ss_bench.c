@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "hash/hash.h"
 #include "pccl.h"
 

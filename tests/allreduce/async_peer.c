@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/ccoip_p2p.h"
-#include "ccoip/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/peer/ccoip_peer_int.h"
 #include "pccl.h"
 #include "tests/allreduce/async_quant.h"
 

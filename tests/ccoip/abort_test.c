@@ -1,7 +1,7 @@
 /* The abort ring: one writer, pollers that see each tag once, history overflow, "all". */
 #include <pthread.h>
 
-#include "ccoip/ccoip_abort.h"
+#include "ccoip/peer/ccoip_abort.h"
 #include "tests/common/check.h"
 
 #include <sched.h>

@@ -7,9 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccoip/ccoip_master.h"
-#include "ccoip/ccoip_p2p.h"
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/master/ccoip_master.h"
+#include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "pccl.h"
 #include "tests/common/check.h"
 

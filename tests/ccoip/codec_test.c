@@ -1,7 +1,7 @@
 /* The codec: round trips of every packet type and every malformed-input case we can name. */
 #include <string.h>
 
-#include "ccoip/ccoip_packets.h"
+#include "ccoip/wire/ccoip_packets.h"
 #include "tests/common/check.h"
 
 static ccoip_uuid_t uuid_of(uint8_t seed) {

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/ccoip_p2p.h"
-#include "ccoip/ccoip_peer_int.h"
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "pccl.h"
 
 int main(int argc, char **argv) {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ccoip/ccoip_datalink.h"
+#include "ccoip/peer/ccoip_datalink.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
 

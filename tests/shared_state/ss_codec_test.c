@@ -2,7 +2,7 @@
  * limits, and malformed input (lengths, counts, NUL bytes, enum ranges) refused. */
 #include <string.h>
 
-#include "ccoip/ccoip_packets.h"
+#include "ccoip/wire/ccoip_packets.h"
 #include "tests/common/check.h"
 
 static void round_trip(const ccoip_packet_t *p) {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_state.h"
 #include "tests/common/check.h"
 
 #define MAXC 8

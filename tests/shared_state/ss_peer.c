@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "hash/hash.h"
 #include "pccl.h"
 

@@ -2,7 +2,7 @@
  * trips (canonical, every truncation rejected), ranges, caps, and counts larger than the bytes. */
 #include <string.h>
 
-#include "ccoip/ccoip_packets.h"
+#include "ccoip/wire/ccoip_packets.h"
 #include "tests/common/check.h"
 
 static ccoip_uuid_t uuid_of(uint8_t seed) {

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "ccoip/ccoip_p2p.h"
-#include "ccoip/ccoip_peer_bench.h"
-#include "ccoip/ccoip_socket.h"
+#include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/peer/ccoip_peer_bench.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "pccl.h"
 
 static void hex(const ccoip_uuid_t *u, char *out) {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ccoip/ccoip_master_topo.h"
+#include "ccoip/master/ccoip_master_topo.h"
 #include "tests/common/check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ccoip/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_peer_int.h"
 #include "pccl.h"
 
 static int idx;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/ccoip_packets.h"
+#include "ccoip/wire/ccoip_packets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

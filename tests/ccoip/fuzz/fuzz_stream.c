@@ -1,7 +1,7 @@
 /* libFuzzer target: a byte stream cut into frames the way the master and the peers read it
  * (ccoip_frame_peek, then ccoip_packet_decode on each complete frame), with the handshake cap on
  * the first frame and the general cap afterwards. */
-#include "ccoip/ccoip_packets.h"
+#include "ccoip/wire/ccoip_packets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

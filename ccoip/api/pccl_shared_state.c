@@ -1,0 +1,278 @@
+/* pccl_shared_state.c: pcclSynchronizeSharedState. Argument checks, hashing, the exchange with
+ * the master (C2M_SHARED_STATE_SYNC -> M2C_SHARED_STATE_RESULT, C2M_SHARED_STATE_DONE ->
+ * M2C_SHARED_STATE_DONE), and, between the two, serving what others fetch from us and fetching
+ * what differs (ccoip_peer_shared.c), then re-hashing what arrived. The rules the master applies
+ * are in ccoip_master_shared.c and README.md ("Shared state"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_peer_shared.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "ccoip/api/pccl_internal.h"
+#include "cuda/cuda_table.h"
+#include "hash/hash.h"
+#include "log/log.h"
+
+#define MOD "pccl"
+#define FN "pcclSynchronizeSharedState"
+
+static const uint8_t dtype_bytes[12] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const ccoip_ss_slot_t *) a)->name, ((const ccoip_ss_slot_t *) b)->name);
+}
+
+static pcclResult_t check_tensor(const pcclTensorInfo_t *t, size_t i) {
+    if (t->name == NULL || t->name[0] == '\0' || strnlen(t->name, CCOIP_MAX_SS_NAME + 1) > CCOIP_MAX_SS_NAME) {
+        LOG_ERROR(MOD, FN ": tensor %zu needs a name of 1 to %u bytes", i, CCOIP_MAX_SS_NAME);
+        return pcclInvalidArgument;
+    }
+    if ((unsigned) t->datatype > (unsigned) pcclDouble) {
+        LOG_ERROR(MOD, FN ": tensor \"%s\" has unknown datatype %d", t->name, (int) t->datatype);
+        return pcclInvalidArgument;
+    }
+    if (t->device_type != pcclDeviceCpu && t->device_type != pcclDeviceCuda) {
+        LOG_ERROR(MOD, FN ": tensor \"%s\" has unknown device type %d", t->name, (int) t->device_type);
+        return pcclInvalidArgument;
+    }
+    if (t->device_type == pcclDeviceCuda && cuda_table() == NULL) {
+        LOG_ERROR(MOD, FN ": tensor \"%s\" is CUDA memory, but this libpccl is built without CUDA support", t->name);
+        return pcclInvalidArgument;
+    }
+    if (t->count > 0 && t->data == NULL) {
+        LOG_ERROR(MOD, FN ": tensor \"%s\" has %zu elements and no data", t->name, t->count);
+        return pcclInvalidArgument;
+    }
+    if (t->count > SIZE_MAX / dtype_bytes[t->datatype]) {
+        LOG_ERROR(MOD, FN ": tensor \"%s\": %zu elements overflow the byte size", t->name, t->count);
+        return pcclInvalidArgument;
+    }
+    return pcclSuccess;
+}
+
+/* The hash of `kind` over a slot's bytes. Device memory: SimpleHash on the GPU; XXH3 of device
+ * memory (a peer holding the same tensor on the host was elected) needs a host copy. */
+static bool hash_slot(const ccoip_ss_slot_t *s, uint8_t kind, uint64_t *out) {
+    if (!s->device) {
+        *out = kind == CCOIP_HASH_XXH3 ? hash_xxh3(s->data, s->bytes) : hash_simple(s->data, s->bytes);
+        return true;
+    }
+    const cuda_table_t *cu = cuda_table();
+    cuda_status_t cs;
+    if (kind == CCOIP_HASH_SIMPLE) {
+        cs = cu->simplehash(s->data, s->bytes, NULL, out);
+    } else {
+        void *host = malloc(s->bytes > 0 ? s->bytes : 1);
+        cs = host == NULL ? CUDA_OUT_OF_MEMORY : cu->memcpy_d2h(host, s->data, s->bytes, NULL);
+        if (cs == CUDA_OK) *out = hash_xxh3(host, s->bytes);
+        free(host);
+    }
+    if (cs != CUDA_OK) LOG_ERROR(MOD, FN ": hashing tensor \"%s\" on the GPU failed: %s", s->name, cu->status_string(cs));
+    return cs == CUDA_OK;
+}
+
+/* Waits for the master's packet of `type`; false when the master link is gone. With `watchdog`
+ * (the wait for the RESULT): a member that never calls pcclSynchronizeSharedState would keep the
+ * others here for ever, so after the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS,
+ * pcclSetCollectiveTimeout) this peer asks the master to end the sync for the group, and waits
+ * for the RESULT that answers it: TIMEOUT, or the real one when the last member came meanwhile. */
+static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out, bool watchdog) {
+    int64_t deadline = watchdog ? ccoip_now_ms() + (int64_t) atomic_load(&comm->colls.timeout_ms) : -1;
+    for (;;) {
+        ccoip_status_t st = ccoip_link_wait_mail(comm, out, deadline);
+        if (st == CCOIP_ERR_TIMEOUT) {
+            ccoip_packet_t p;
+            memset(&p, 0, sizeof p);
+            p.type = CCOIP_PKT_C2M_SHARED_STATE_ABORT;
+            if (ccoip_link_send(comm, &p) != CCOIP_OK) return false;
+            deadline = -1;
+            continue;
+        }
+        if (st != CCOIP_OK) return false;
+        if (out->type == type) return true;
+        LOG_WARN(MOD, FN ": ignoring %s from the master during the sync", ccoip_packet_name(out->type));
+        ccoip_packet_free(out);
+    }
+}
+
+/* Fetches every tensor of the result, one connection per distributor, then re-hashes each. */
+static pcclResult_t fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t n,
+                              uint64_t *rx) {
+    if (r->nfetch == 0) return pcclSuccess;
+    const ccoip_ss_fetch_t **group = calloc(r->nfetch, sizeof *group);
+    bool *taken = calloc(r->nfetch, sizeof *taken);
+    pcclResult_t res = group == NULL || taken == NULL ? pcclInternalError : pcclSuccess;
+    for (uint32_t i = 0; i < r->nfetch && res == pcclSuccess; i++) {
+        if (taken[i]) continue;
+        uint32_t k = 0;
+        for (uint32_t j = i; j < r->nfetch; j++) {
+            if (taken[j] || memcmp(r->fetch[j].uuid.b, r->fetch[i].uuid.b, 16) != 0) continue;
+            taken[j] = true;
+            group[k++] = &r->fetch[j];
+        }
+        res = ccoip_ss_fetch(comm, group, k, slots, n, rx);
+    }
+    for (uint32_t i = 0; i < r->nfetch && res == pcclSuccess; i++) {
+        const ccoip_ss_fetch_t *f = &r->fetch[i];
+        const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, f->name);
+        uint64_t h = 0;
+        if (s == NULL || !hash_slot(s, f->hash_kind, &h)) {
+            res = pcclInternalError;
+        } else if (h != f->hash) {
+            LOG_ERROR(MOD, FN ": tensor \"%s\" arrived with hash %016llx, the elected content has %016llx "
+                          "(the distributor changed it during the sync?)", f->name, (unsigned long long) h,
+                      (unsigned long long) f->hash);
+            res = pcclInternalError;
+        }
+    }
+    free(group);
+    free(taken);
+    return res;
+}
+
+/* What the master's answer means for the caller, with one log line for each refusal. */
+static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedState_t *state) {
+    switch (r->status) {
+    case CCOIP_SS_OK: return pcclSuccess;
+    case CCOIP_SS_NO_CONTENT:
+        LOG_ERROR(MOD, FN ": no peer of the group can offer the shared state (all receive-only, or behind)");
+        return pcclNoSharedStateAvailable;
+    case CCOIP_SS_REVISION:
+        LOG_ERROR(MOD, FN ": revision %llu given, the master expected %llu (each sync advances it by exactly one)",
+                  (unsigned long long) state->revision, (unsigned long long) r->expected);
+        return pcclInvalidUsage;
+    case CCOIP_SS_MISMATCH:
+        LOG_ERROR(MOD, FN ": tensor \"%s\" does not match the other peers' shared state (missing, extra, or another "
+                      "datatype, count or allow_content_inequality)", r->detail);
+        return pcclInvalidUsage;
+    case CCOIP_SS_KICKED:
+        LOG_ERROR(MOD, FN ": kicked by the master: SEND_ONLY, but tensor \"%s\" differs from the popular content",
+                  r->detail);
+        return pcclInvalidUsage;
+    case CCOIP_SS_TIMEOUT:
+        LOG_ERROR(MOD, FN ": not every peer of the group called it within the collective timeout (the master log "
+                       "names who did not); nothing was synced");
+        return pcclCollectiveTimeout;
+    default:
+        LOG_ERROR(MOD, FN ": the master refused the sync (%s%s)", r->detail[0] ? "tensor " : "",
+                  r->detail[0] ? r->detail : "malformed request");
+        return pcclInvalidArgument;
+    }
+}
+
+PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicator, pcclSharedState_t *state,
+                                                    pcclSharedStateSyncStrategy_t strategy,
+                                                    pcclSharedStateSyncInfo_t *info_out) {
+    if (!pccl_is_initialized()) {
+        LOG_ERROR(MOD, FN ": pcclInit has not been called");
+        return pcclNotInitialized;
+    }
+    if (communicator == NULL || state == NULL || (state->count > 0 && state->infos == NULL)) {
+        LOG_ERROR(MOD, FN ": communicator and shared_state (with its infos) must not be NULL");
+        return pcclInvalidArgument;
+    }
+    if ((unsigned) strategy > (unsigned) PCCL_SHARED_STATE_SYNC_STRATEGY_SEND_ONLY) {
+        LOG_ERROR(MOD, FN ": unknown strategy %d", (int) strategy);
+        return pcclInvalidArgument;
+    }
+    if (state->count > CCOIP_MAX_SS_TENSORS) {
+        LOG_ERROR(MOD, FN ": %zu tensors, at most %u", state->count, CCOIP_MAX_SS_TENSORS);
+        return pcclInvalidArgument;
+    }
+    /* The API takes a const communicator; the call still moves its mailbox and listener. */
+    pcclComm_t *comm = (pcclComm_t *) communicator;
+    if (!atomic_load(&comm->accepted) || comm->ss == NULL) {
+        LOG_ERROR(MOD, FN ": the communicator is not connected (pcclConnect first)");
+        return pcclInvalidUsage;
+    }
+    if (atomic_load(&comm->master_lost)) return pcclMasterConnectionFailed;
+    if (ccoip_ops_in_flight(comm)) {
+        LOG_ERROR(MOD, FN ": all-reduces are in flight or not yet awaited; await them first");
+        return pcclPendingAsyncOps;
+    }
+    size_t n = state->count;
+    for (size_t i = 0; i < n; i++) {
+        pcclResult_t r = check_tensor(&state->infos[i], i);
+        if (r != pcclSuccess) return r;
+    }
+    ccoip_ss_slot_t *slots = calloc(n + 1, sizeof *slots);
+    ccoip_ss_tensor_t *wire = calloc(n + 1, sizeof *wire);
+    if (slots == NULL || wire == NULL) {
+        free(slots);
+        free(wire);
+        return pcclInternalError;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const pcclTensorInfo_t *t = &state->infos[i];
+        slots[i] = (ccoip_ss_slot_t){t->name, t->data, (uint64_t) t->count * dtype_bytes[t->datatype],
+                                     t->device_type == pcclDeviceCuda};
+    }
+    qsort(slots, n, sizeof *slots, by_name);
+    pcclResult_t res = pcclSuccess;
+    for (size_t i = 1; i < n && res == pcclSuccess; i++)
+        if (strcmp(slots[i - 1].name, slots[i].name) == 0) {
+            LOG_ERROR(MOD, FN ": tensor name \"%s\" appears twice", slots[i].name);
+            res = pcclInvalidArgument;
+        }
+    for (size_t i = 0; i < n && res == pcclSuccess; i++) {
+        const pcclTensorInfo_t *t = &state->infos[i];
+        const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, t->name);
+        wire[i] = (ccoip_ss_tensor_t){(char *) t->name, 0, s->device ? CCOIP_HASH_SIMPLE : CCOIP_HASH_XXH3,
+                                      (uint8_t) t->datatype, (uint64_t) t->count, t->allow_content_inequality};
+        if (!hash_slot(s, wire[i].hash_kind, &wire[i].hash)) res = pcclInternalError;
+    }
+    if (res != pcclSuccess) {
+        free(slots);
+        free(wire);
+        return res;
+    }
+
+    /* Serve from now on: a receiver may reach us before we read our own RESULT (it retries
+     * until the master's announcement of it reaches our listener). */
+    ccoip_ss_serve_begin(comm, slots, n);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_SHARED_STATE_SYNC;
+    p.u.ss_sync = (ccoip_ss_sync_t){state->revision, (uint8_t) strategy, (uint32_t) n, wire};
+    ccoip_packet_t r;
+    memset(&r, 0, sizeof r);
+    uint64_t rx = 0;
+    bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r, true);
+    free(wire);
+    uint64_t elected = 0;
+    if (!link_ok) {
+        res = pcclMasterConnectionFailed;
+    } else {
+        const ccoip_ss_result_t *result = &r.u.ss_result;
+        elected = result->revision;
+        res = status_result(result, state);
+        if (res == pcclSuccess) {
+            ccoip_ss_serve_allow(comm, result->serve, result->nserve);
+            res = fetch_all(comm, result, slots, n, &rx);
+        }
+        /* Kicked or timed out: the master expects no report (it closed us, or ended the sync). */
+        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_TIMEOUT;
+        ccoip_packet_free(&r);
+        /* Everyone reports; the master's DONE says that no receiver needs us any more. */
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
+        p.u.ss_done.ok = res == pcclSuccess;
+        if (!no_report && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
+            if (res == pcclSuccess) res = pcclMasterConnectionFailed;
+        } else if (!no_report) {
+            ccoip_packet_free(&r);
+        }
+    }
+    uint64_t tx = ccoip_ss_serve_end(comm);
+    free(slots);
+    if (res == pcclSuccess) state->revision = elected;
+    if (info_out != NULL) {
+        info_out->tx_bytes = tx;
+        info_out->rx_bytes = rx;
+    }
+    if (res == pcclSuccess && (tx > 0 || rx > 0))
+        LOG_INFO(MOD, FN ": revision %llu, sent %llu bytes, received %llu bytes", (unsigned long long) elected,
+                 (unsigned long long) tx, (unsigned long long) rx);
+    return res;
+}

@@ -1,0 +1,467 @@
+/* ccoip_master_shared.c: the master's side of pcclSynchronizeSharedState. No I/O: answers go out
+ * through st->send, kicks through ccoip_mstate_reject.
+ *
+ * A sync is a collective of the accepted members of one peer group. When every member has sent
+ * C2M_SHARED_STATE_SYNC, the master checks revisions and tensor sets, elects the most popular
+ * content of every tensor among the candidates, and tells each member what to fetch from whom
+ * (M2C_SHARED_STATE_RESULT; spreading the bytes over every peer that holds the content) and whom
+ * to serve. Members then report C2M_SHARED_STATE_DONE; when all have, everyone gets
+ * M2C_SHARED_STATE_DONE, so that a distributor keeps serving until every receiver is through.
+ * Outcomes are per peer: a receiver whose distributor died fails, the others succeed.
+ *
+ * The revision rule (README.md "Shared state"): R is the highest revision that a current member
+ * of the group has synced successfully (none when no member has synced yet). The sync's revision
+ * E is R + 1, or, without R, the highest revision given by a peer that may send. A peer that has
+ * synced before must give its last revision + 1; nobody may give more than E. A peer below E is
+ * behind (a newcomer, or one whose last sync failed): it is no candidate and receives every
+ * tensor that differs; every successful peer ends at revision E. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/master/ccoip_master_state.h"
+#include "log/log.h"
+
+#define MOD "ccoip-master"
+
+enum { SS_IDLE = 0, SS_WAITING = 1, SS_ANSWERED = 2, SS_DONE = 3 };
+enum { STRAT_POPULAR = 0, STRAT_RECEIVE_ONLY = 1, STRAT_SEND_ONLY = 2 };
+
+struct ccoip_mss_t {
+    uint8_t phase;
+    ccoip_ss_sync_t req;    /* deep copy, tensors sorted by name */
+    const char *duplicate;  /* a name given twice (points into req), or NULL */
+    uint8_t status;         /* the answer given (ccoip_ss_status_t) */
+    uint64_t adopt;         /* the revision it holds after a successful sync */
+    bool reported_ok;
+    bool has_rev;           /* it synced successfully before, at last_rev */
+    uint64_t last_rev;
+};
+
+static const uint8_t dtype_bytes[12] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+
+static uint64_t tensor_bytes(const ccoip_ss_tensor_t *t) { return t->count * dtype_bytes[t->dtype % 12]; }
+
+static bool is_member(const ccoip_mclient_t *c, uint32_t group) {
+    return c->phase == CCOIP_MPHASE_ACCEPTED && !c->dropped && c->peer_group == group;
+}
+
+static uint8_t phase_of(const ccoip_mclient_t *c) { return c->ss == NULL ? SS_IDLE : c->ss->phase; }
+
+static void free_req(ccoip_ss_sync_t *r) {
+    for (uint32_t i = 0; i < r->count; i++) free(r->tensors[i].name);
+    free(r->tensors);
+    r->tensors = NULL;
+    r->count = 0;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const ccoip_ss_tensor_t *) a)->name, ((const ccoip_ss_tensor_t *) b)->name);
+}
+
+/* A deep copy of the request (the packet is freed after the callback), sorted by name. */
+static bool copy_req(ccoip_mss_t *s, const ccoip_ss_sync_t *in) {
+    s->req = *in;
+    s->req.tensors = NULL;
+    s->req.count = 0;
+    s->duplicate = NULL;
+    if (in->count == 0) return true;
+    s->req.tensors = calloc(in->count, sizeof *s->req.tensors);
+    if (s->req.tensors == NULL) return false;
+    for (uint32_t i = 0; i < in->count; i++) {
+        s->req.tensors[i] = in->tensors[i];
+        s->req.tensors[i].name = strdup(in->tensors[i].name);
+        s->req.count = i + 1;
+        if (s->req.tensors[i].name == NULL) return false;
+    }
+    qsort(s->req.tensors, s->req.count, sizeof *s->req.tensors, by_name);
+    for (uint32_t i = 1; i < s->req.count && s->duplicate == NULL; i++)
+        if (strcmp(s->req.tensors[i - 1].name, s->req.tensors[i].name) == 0) s->duplicate = s->req.tensors[i].name;
+    return true;
+}
+
+/* The first tensor in which a's set differs from b's (name, dtype, count or the inequality
+ * flag), or NULL when they are the same. Both are sorted by name. */
+static const char *layout_diff(const ccoip_ss_sync_t *a, const ccoip_ss_sync_t *b) {
+    uint32_t i = 0, k = 0;
+    while (i < a->count && k < b->count) {
+        const ccoip_ss_tensor_t *x = &a->tensors[i], *y = &b->tensors[k];
+        int c = strcmp(x->name, y->name);
+        if (c != 0) return c < 0 ? x->name : y->name;
+        if (x->dtype != y->dtype || x->count != y->count || x->allow_inequality != y->allow_inequality) return x->name;
+        i++;
+        k++;
+    }
+    if (i < a->count) return a->tensors[i].name;
+    if (k < b->count) return b->tensors[k].name;
+    return NULL;
+}
+
+/* FNV-1a over the layout: groups equal layouts cheaply before the exact comparison. */
+static uint64_t layout_print(const ccoip_ss_sync_t *r) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < r->count; i++) {
+        const ccoip_ss_tensor_t *t = &r->tensors[i];
+        for (const char *p = t->name; *p; p++) h = (h ^ (uint8_t) *p) * 1099511628211ull;
+        h = (h ^ 0xffu) * 1099511628211ull;
+        h = (h ^ t->dtype) * 1099511628211ull;
+        h = (h ^ t->count) * 1099511628211ull;
+        h = (h ^ t->allow_inequality) * 1099511628211ull;
+    }
+    return h;
+}
+
+static void send_to(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p) {
+    if (!st->shutting_down) st->send(st->ctx, c, p);
+}
+
+/* Per member, while electing. */
+typedef struct member_t {
+    ccoip_mclient_t *c;
+    ccoip_mss_t *s;
+    uint8_t status;
+    uint64_t expected;
+    const char *detail;
+    bool candidate;
+    uint64_t load; /* bytes it is asked to serve */
+    ccoip_ss_fetch_t *fetch;
+    uint32_t nfetch;
+    ccoip_ss_client_t *serve;
+    uint32_t nserve;
+} member_t;
+
+static bool same_hash(const ccoip_ss_tensor_t *a, const ccoip_ss_tensor_t *b) {
+    return a->hash == b->hash && a->hash_kind == b->hash_kind;
+}
+
+static void check_revisions(member_t *m, size_t n, uint64_t *elected) {
+    bool have_r = false;
+    uint64_t r_max = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].s->has_rev && (!have_r || m[i].s->last_rev > r_max)) {
+            have_r = true;
+            r_max = m[i].s->last_rev;
+        }
+    for (size_t i = 0; i < n; i++) {
+        member_t *x = &m[i];
+        uint64_t given = x->s->req.revision;
+        if (x->status != CCOIP_SS_OK) continue;
+        if (x->s->has_rev && given != x->s->last_rev + 1) x->expected = x->s->last_rev + 1;
+        else if (have_r && given > r_max + 1) x->expected = r_max + 1;
+        else continue;
+        x->status = CCOIP_SS_REVISION;
+        LOG_WARN(MOD, "%s: shared-state revision %llu given, %llu expected (each sync advances it by one)",
+                 x->c->name, (unsigned long long) given, (unsigned long long) x->expected);
+    }
+    if (have_r) {
+        *elected = r_max + 1;
+        return;
+    }
+    /* No revision yet: the highest one among the peers that may send (else among all). */
+    bool any = false;
+    for (int pass = 0; pass < 2 && !any; pass++)
+        for (size_t i = 0; i < n; i++) {
+            if (m[i].status != CCOIP_SS_OK || (pass == 0 && m[i].s->req.strategy == STRAT_RECEIVE_ONLY)) continue;
+            if (!any || m[i].s->req.revision > *elected) *elected = m[i].s->req.revision;
+            any = true;
+        }
+}
+
+/* The layout most members share (ties: the earliest connected); the others get MISMATCH. */
+static const ccoip_ss_sync_t *check_layouts(member_t *m, size_t n) {
+    uint64_t *prints = malloc((n + 1) * sizeof *prints);
+    if (prints == NULL) return NULL;
+    for (size_t i = 0; i < n; i++) prints[i] = layout_print(&m[i].s->req);
+    size_t best = n, best_votes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].status != CCOIP_SS_OK) continue;
+        size_t votes = 0;
+        for (size_t k = 0; k < n; k++) votes += m[k].status == CCOIP_SS_OK && prints[k] == prints[i];
+        if (votes > best_votes) {
+            best = i;
+            best_votes = votes;
+        }
+    }
+    free(prints);
+    if (best == n) return NULL;
+    const ccoip_ss_sync_t *ref = &m[best].s->req;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].status != CCOIP_SS_OK) continue;
+        const char *diff = layout_diff(&m[i].s->req, ref);
+        if (diff == NULL) continue;
+        m[i].status = CCOIP_SS_MISMATCH;
+        m[i].detail = diff;
+        LOG_WARN(MOD, "%s: its shared state differs from the others' in tensor \"%s\" (missing, extra, or "
+                      "another dtype, count or allow_content_inequality)", m[i].c->name, diff);
+    }
+    return ref;
+}
+
+static void add_serve(member_t *d, const ccoip_mclient_t *to) {
+    for (uint32_t i = 0; i < d->nserve; i++)
+        if (memcmp(d->serve[i].uuid.b, to->uuid.b, 16) == 0) return;
+    d->serve[d->nserve++].uuid = to->uuid;
+}
+
+/* The election proper, after revisions and layouts: per tensor the most common content among
+ * the candidates; SEND_ONLY peers without it are kicked; receivers are spread over holders. */
+static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
+    uint32_t nt = ref->count;
+    /* Pass 1: the elected holder of each tensor (index of a candidate holding the content). */
+    size_t *winner = calloc(nt + 1, sizeof *winner);
+    if (winner == NULL) return;
+    for (uint32_t t = 0; t < nt; t++) {
+        winner[t] = n;
+        if (ref->tensors[t].allow_inequality) continue;
+        size_t best_votes = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!m[i].candidate) continue;
+            size_t votes = 0;
+            for (size_t k = 0; k < n; k++)
+                votes += m[k].candidate && same_hash(&m[k].s->req.tensors[t], &m[i].s->req.tensors[t]);
+            if (votes > best_votes) {
+                winner[t] = i;
+                best_votes = votes;
+            }
+        }
+    }
+    /* Pass 2: SEND_ONLY peers must hold every elected content. */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].status != CCOIP_SS_OK || m[i].s->req.strategy != STRAT_SEND_ONLY) continue;
+        for (uint32_t t = 0; t < nt && m[i].status == CCOIP_SS_OK; t++) {
+            if (winner[t] == n || same_hash(&m[i].s->req.tensors[t], &m[winner[t]].s->req.tensors[t])) continue;
+            m[i].status = CCOIP_SS_KICKED;
+            m[i].detail = ref->tensors[t].name;
+            m[i].candidate = false;
+        }
+    }
+    /* Pass 3: every other peer fetches what differs, from the least loaded holder. */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].status != CCOIP_SS_OK || m[i].s->req.strategy == STRAT_SEND_ONLY) continue;
+        for (uint32_t t = 0; t < nt; t++) {
+            if (winner[t] == n) continue;
+            const ccoip_ss_tensor_t *want = &m[winner[t]].s->req.tensors[t];
+            if (same_hash(&m[i].s->req.tensors[t], want)) continue;
+            size_t d = n;
+            for (size_t k = 0; k < n; k++) {
+                if (m[k].status != CCOIP_SS_OK || m[k].s->req.strategy == STRAT_RECEIVE_ONLY) continue;
+                if (!same_hash(&m[k].s->req.tensors[t], want)) continue;
+                if (d == n || m[k].load < m[d].load) d = k;
+            }
+            if (d == n) continue; /* cannot happen: the winner holds it */
+            m[d].load += tensor_bytes(want);
+            add_serve(&m[d], m[i].c);
+            ccoip_ss_fetch_t *f = &m[i].fetch[m[i].nfetch++];
+            f->name = want->name;
+            f->hash_kind = want->hash_kind;
+            f->hash = want->hash;
+            f->uuid = m[d].c->uuid;
+            f->addr = m[d].c->addr;
+            f->ss_port = m[d].c->ss_port;
+        }
+    }
+    free(winner);
+}
+
+static void elect(ccoip_master_state_t *st, uint32_t group) {
+    size_t n = 0;
+    for (size_t i = 0; i < st->nclients; i++) n += is_member(st->clients[i], group);
+    member_t *m = calloc(n + 1, sizeof *m);
+    bool oom = m == NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < st->nclients && !oom; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group)) continue;
+        member_t *x = &m[k++];
+        x->c = c;
+        x->s = c->ss;
+        x->status = CCOIP_SS_OK;
+        x->fetch = calloc(c->ss->req.count + 1, sizeof *x->fetch);
+        x->serve = calloc(n + 1, sizeof *x->serve);
+        oom = x->fetch == NULL || x->serve == NULL;
+        if (c->ss->duplicate != NULL) {
+            x->status = CCOIP_SS_FAILED;
+            x->detail = c->ss->duplicate;
+            LOG_WARN(MOD, "%s: tensor name \"%s\" appears twice in its shared state", c->name, x->detail);
+        }
+    }
+    uint64_t elected = 0;
+    const ccoip_ss_sync_t *ref = NULL;
+    if (!oom) {
+        check_revisions(m, n, &elected);
+        ref = check_layouts(m, n);
+        size_t candidates = 0;
+        for (size_t i = 0; i < n; i++) {
+            m[i].candidate = m[i].status == CCOIP_SS_OK && m[i].s->req.revision == elected &&
+                             m[i].s->req.strategy != STRAT_RECEIVE_ONLY;
+            candidates += m[i].candidate;
+        }
+        if (candidates == 0) {
+            for (size_t i = 0; i < n; i++)
+                if (m[i].status == CCOIP_SS_OK) m[i].status = CCOIP_SS_NO_CONTENT;
+            LOG_WARN(MOD, "shared state of group %u: no peer can offer content (every peer is receive-only, behind, "
+                          "or failed the checks)", group);
+        } else if (ref != NULL) {
+            elect_tensors(m, n, ref);
+        }
+    } else {
+        LOG_ERROR(MOD, "out of memory electing the shared state of group %u", group);
+    }
+    uint64_t moved = 0, transfers = 0;
+    for (size_t i = 0; i < n && !oom; i++) {
+        moved += m[i].load;
+        transfers += m[i].nfetch;
+    }
+    if (!oom) {
+        st->counters.shared_state_syncs++;
+        st->counters.shared_state_bytes += moved;
+    }
+    if (!oom) LOG_INFO(MOD, "shared state of group %u: revision %llu, %zu peers, %llu tensor transfers, %llu bytes",
+                       group, (unsigned long long) elected, n, (unsigned long long) transfers,
+                       (unsigned long long) moved);
+    for (size_t i = 0; i < k; i++) {
+        member_t *x = &m[i];
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+        ccoip_ss_result_t *r = &p.u.ss_result;
+        r->status = oom ? CCOIP_SS_FAILED : x->status;
+        r->revision = elected;
+        r->expected = x->expected;
+        r->detail = (char *) (x->detail != NULL ? x->detail : "");
+        if (!oom && x->status == CCOIP_SS_OK) {
+            r->nfetch = x->nfetch;
+            r->fetch = x->fetch;
+            r->nserve = x->nserve;
+            r->serve = x->serve;
+        }
+        send_to(st, x->c, &p);
+        x->s->phase = SS_ANSWERED;
+        x->s->status = r->status;
+        x->s->adopt = elected;
+    }
+    /* Kicks last: dropping re-enters this module (ccoip_mss_on_leave). */
+    typedef struct kick_t {
+        ccoip_mclient_t *c;
+        char why[CCOIP_MAX_SS_NAME + 96];
+    } kick_t;
+    kick_t *kick = calloc(n + 1, sizeof *kick);
+    size_t nkick = 0;
+    for (size_t i = 0; i < k && kick != NULL; i++) {
+        if (m[i].status != CCOIP_SS_KICKED) continue;
+        kick[nkick].c = m[i].c;
+        snprintf(kick[nkick++].why, sizeof kick->why,
+                 "kicked: SEND_ONLY but without the popular content of tensor \"%s\"", m[i].detail);
+    }
+    for (size_t i = 0; i < k; i++) {
+        free(m[i].fetch);
+        free(m[i].serve);
+    }
+    free(m);
+    for (size_t i = 0; i < nkick; i++) ccoip_mstate_reject(st, kick[i].c, kick[i].why);
+    free(kick);
+}
+
+static void finish(ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group)) continue;
+        ccoip_mss_t *s = c->ss;
+        if (s->status == CCOIP_SS_OK && s->reported_ok) {
+            s->has_rev = true;
+            s->last_rev = s->adopt;
+        }
+        s->phase = SS_IDLE;
+        free_req(&s->req);
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_DONE;
+        p.u.ss_master_done.status = CCOIP_RESULT_OK;
+        send_to(st, c, &p);
+    }
+}
+
+/* Moves the group's sync on when every member is at the same point. */
+static void evaluate(ccoip_master_state_t *st, uint32_t group) {
+    size_t members = 0, waiting = 0, done = 0;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group)) continue;
+        members++;
+        waiting += phase_of(c) == SS_WAITING;
+        done += phase_of(c) == SS_DONE;
+    }
+    if (members == 0) return;
+    if (waiting == members) elect(st, group);
+    else if (done == members) finish(st, group);
+}
+
+void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req) {
+    if (c->ss == NULL) c->ss = calloc(1, sizeof *c->ss);
+    if (c->ss == NULL) {
+        ccoip_mstate_reject(st, c, "out of memory for its shared-state request");
+        return;
+    }
+    if (c->ss->phase != SS_IDLE) {
+        ccoip_mstate_reject(st, c, "protocol violation: a shared-state sync while its previous one runs");
+        return;
+    }
+    if (!copy_req(c->ss, req)) {
+        free_req(&c->ss->req);
+        ccoip_mstate_reject(st, c, "out of memory for its shared-state request");
+        return;
+    }
+    c->ss->phase = SS_WAITING;
+    c->ss->reported_ok = false;
+    evaluate(st, c->peer_group);
+}
+
+void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done) {
+    if (phase_of(c) != SS_ANSWERED) {
+        ccoip_mstate_reject(st, c, "protocol violation: shared-state DONE without a sync in progress");
+        return;
+    }
+    c->ss->phase = SS_DONE;
+    c->ss->reported_ok = done->ok != 0;
+    evaluate(st, c->peer_group);
+}
+
+void ccoip_mss_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c) {
+    if (phase_of(c) != SS_WAITING) return; /* answered already: the RESULT crossed this abort */
+    uint32_t group = c->peer_group;
+    size_t members = 0, waiting = 0;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *m = st->clients[i];
+        if (!is_member(m, group)) continue;
+        members++;
+        waiting += phase_of(m) == SS_WAITING;
+    }
+    LOG_WARN(MOD, "shared state of group %u: %s waited the collective timeout with %zu of %zu members in the sync; "
+                  "ending it with TIMEOUT", group, c->name, waiting, members);
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *m = st->clients[i];
+        if (!is_member(m, group)) continue;
+        if (phase_of(m) != SS_WAITING) {
+            LOG_WARN(MOD, "shared state of group %u: %s never called pcclSynchronizeSharedState", group, m->name);
+            continue;
+        }
+        m->ss->phase = SS_IDLE; /* revisions stay as they were: nothing was synced */
+        free_req(&m->ss->req);
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+        p.u.ss_result.status = CCOIP_SS_TIMEOUT;
+        p.u.ss_result.detail = "";
+        send_to(st, m, &p);
+    }
+}
+
+void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted) {
+    if (gone->ss != NULL) {
+        free_req(&gone->ss->req);
+        free(gone->ss);
+        gone->ss = NULL;
+    }
+    /* The members that remain may all be waiting or all be done now. */
+    if (was_accepted && !st->shutting_down) evaluate(st, gone->peer_group);
+}

@@ -1,0 +1,474 @@
+/* ccoip_master_state.c: admission, votes, ring order, liveness. No I/O here: packets go out
+ * through st->send, closes through st->close (see ccoip_master_state.h). */
+#include "ccoip/master/ccoip_master_state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log/log.h"
+
+#define MOD "ccoip-master"
+
+void ccoip_master_default_options(ccoip_master_options_t *o) {
+    o->handshake_timeout_ms = 5000;
+    o->heartbeat_timeout_ms = 10000;
+    o->round_timeout_ms = 30000;
+}
+
+void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt) {
+    memset(st, 0, sizeof *st);
+    if (opt != NULL) st->opt = *opt;
+    else ccoip_master_default_options(&st->opt);
+}
+
+void ccoip_mstate_free(ccoip_master_state_t *st) {
+    ccoip_mbw_free(st);
+    free(st->clients);
+    st->clients = NULL;
+    st->nclients = st->cap = 0;
+}
+
+bool ccoip_mstate_add(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t now_ms) {
+    if (st->nclients == st->cap) {
+        size_t cap = st->cap == 0 ? 64 : st->cap * 2;
+        ccoip_mclient_t **n = realloc(st->clients, cap * sizeof *n);
+        if (n == NULL) return false;
+        st->clients = n;
+        st->cap = cap;
+    }
+    st->now_ms = now_ms;
+    c->id = ++st->next_id;
+    c->phase = CCOIP_MPHASE_CONNECTED;
+    c->state = CCOIP_MSTATE_IDLE;
+    c->round_ok = -1;
+    c->connected_ms = c->last_seen_ms = now_ms;
+    st->clients[st->nclients++] = c;
+    return true;
+}
+
+static void send_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p) {
+    if (!st->shutting_down) st->send(st->ctx, c, p);
+}
+
+ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c) {
+    ccoip_world_t w = {0, 0, 0, 0};
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *a = st->clients[i];
+        if (a->phase != CCOIP_MPHASE_ACCEPTED) continue;
+        w.global_world_size++;
+        if (a->peer_group == c->peer_group) w.group_world_size++;
+        /* Count a group when we meet its first accepted member, and measure it then. */
+        bool first = true;
+        uint32_t size = 0;
+        for (size_t k = 0; k < st->nclients; k++) {
+            const ccoip_mclient_t *b = st->clients[k];
+            if (b->phase != CCOIP_MPHASE_ACCEPTED || b->peer_group != a->peer_group) continue;
+            if (k < i) first = false;
+            size++;
+        }
+        if (!first) continue;
+        w.num_groups++;
+        if (size > w.largest_group_world_size) w.largest_group_world_size = size;
+    }
+    return w;
+}
+
+static size_t count_phase(const ccoip_master_state_t *st, ccoip_mphase_t phase) {
+    size_t n = 0;
+    for (size_t i = 0; i < st->nclients; i++) n += st->clients[i]->phase == phase;
+    return n;
+}
+
+static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_TOPOLOGY_RESULT;
+    p.u.topology_result.round = st->round;
+    p.u.topology_result.status = status;
+    p.u.topology_result.world = ccoip_mstate_world(st, c);
+    send_packet(st, c, &p);
+}
+
+/* Ends the active round: on success the newcomers become accepted, then everyone learns the
+ * outcome (with the world sizes after it). */
+static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
+    if (ok) {
+        for (size_t i = 0; i < st->nclients; i++)
+            if (st->clients[i]->in_round) {
+                if (st->clients[i]->phase != CCOIP_MPHASE_ACCEPTED) st->counters.peers_admitted++;
+                st->clients[i]->phase = CCOIP_MPHASE_ACCEPTED;
+                st->clients[i]->ring_stale = false; /* its ring is whole again */
+            }
+    }
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!c->in_round) continue;
+        send_topology_result(st, c, ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED);
+        c->in_round = false;
+        c->round_ok = -1;
+        c->state = CCOIP_MSTATE_IDLE;
+    }
+    st->round_active = false;
+    if (ok) LOG_INFO(MOD, "topology round %llu done: %zu accepted peers", (unsigned long long) st->round,
+                     count_phase(st, CCOIP_MPHASE_ACCEPTED));
+    else LOG_WARN(MOD, "topology round %llu failed: %s", (unsigned long long) st->round, why);
+}
+
+static int by_id(const void *a, const void *b) {
+    const ccoip_mclient_t *x = *(ccoip_mclient_t *const *) a, *y = *(ccoip_mclient_t *const *) b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
+    ccoip_peer_entry_t e;
+    memset(&e, 0, sizeof e);
+    e.uuid = c->uuid;
+    e.flags = flags;
+    e.addr = c->addr;
+    e.p2p_port = c->p2p_port;
+    e.ss_port = c->ss_port;
+    e.bench_port = c->bench_port;
+    return e;
+}
+
+/* Starts a round with every accepted peer and every registered one: the ring of each peer group
+ * is its members in connection order; each member is told its next (connect to) and previous
+ * (accept from) neighbour. */
+static void start_round(ccoip_master_state_t *st, bool admit) {
+    size_t n = 0;
+    ccoip_mclient_t **ring = malloc((st->nclients + 1) * sizeof *ring);
+    if (ring == NULL) {
+        LOG_ERROR(MOD, "out of memory starting a topology round");
+        return;
+    }
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || c->phase != CCOIP_MPHASE_REGISTERED)) continue;
+        c->in_round = true;
+        c->round_ok = -1;
+        c->state = CCOIP_MSTATE_CONNECTING_P2P;
+        ring[n++] = c;
+    }
+    qsort(ring, n, sizeof *ring, by_id);
+    st->round++;
+    st->round_active = true;
+    LOG_INFO(MOD, "topology round %llu: %zu participants", (unsigned long long) st->round, n);
+    for (size_t i = 0; i < n; i++) {
+        ccoip_mclient_t *c = ring[i];
+        /* The neighbours inside c's group, in ring order. */
+        size_t first = n, pos = 0, size = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (ring[k]->peer_group != c->peer_group) continue;
+            if (first == n) first = k;
+            if (k == i) pos = size;
+            size++;
+        }
+        ccoip_mclient_t *next = NULL, *prev = NULL;
+        size_t want_next = (pos + 1) % size, want_prev = (pos + size - 1) % size, idx = 0;
+        for (size_t k = first; k < n && size > 1; k++) {
+            if (ring[k]->peer_group != c->peer_group) continue;
+            if (idx == want_next) next = ring[k];
+            if (idx == want_prev) prev = ring[k];
+            idx++;
+        }
+        ccoip_peer_entry_t entries[2];
+        uint32_t count = 0;
+        if (next != NULL && next == prev) {
+            entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM);
+        } else if (next != NULL) {
+            entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO);
+            entries[count++] = entry_of(prev, CCOIP_PEER_ACCEPT_FROM);
+        }
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_P2P_INFO;
+        p.u.p2p_info.round = st->round;
+        p.u.p2p_info.count = count;
+        p.u.p2p_info.peers = entries;
+        send_packet(st, c, &p);
+    }
+    free(ring);
+    st->round_started_ms = st->now_ms;
+}
+
+static void send_pending_result(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status, bool pending) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_PENDING_RESULT;
+    p.u.pending_result.status = status;
+    p.u.pending_result.pending = pending;
+    send_packet(st, c, &p);
+}
+
+void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->dropped || c->peer_group != group) continue;
+        if (c->state == CCOIP_MSTATE_VOTE_PENDING) send_pending_result(st, c, CCOIP_RESULT_MISMATCH, false);
+        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        else continue;
+        LOG_WARN(MOD, "%s: its vote is refused: the others of group %u were waiting for it in a collective",
+                 c->name, group);
+        c->state = CCOIP_MSTATE_IDLE;
+    }
+}
+
+/* Looks at the votes and the round after anything changed, and moves on where it can. */
+static void evaluate(ccoip_master_state_t *st) {
+    if (st->shutting_down) return;
+    if (st->round_active) {
+        bool all = true, ok = true;
+        for (size_t i = 0; i < st->nclients; i++) {
+            ccoip_mclient_t *c = st->clients[i];
+            if (!c->in_round) continue;
+            if (c->round_ok < 0) all = false;
+            if (c->round_ok == 0) ok = false;
+        }
+        if (all) finish_round(st, ok, "a peer could not connect to its neighbours");
+        return;
+    }
+    if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
+    size_t accepted = 0, accept_votes = 0, pending_votes = 0, optimize_votes = 0;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
+        accepted++;
+        accept_votes += c->state == CCOIP_MSTATE_VOTE_ACCEPT;
+        pending_votes += c->state == CCOIP_MSTATE_VOTE_PENDING;
+        optimize_votes += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
+    }
+    size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
+    if (accepted == 0) {
+        /* Nobody to vote: whoever is waiting is admitted at once (the very first peer). */
+        if (registered > 0) start_round(st, true);
+        return;
+    }
+    if (accept_votes + pending_votes + optimize_votes < accepted) return;
+    if (optimize_votes == accepted) {
+        ccoip_mbw_start(st);
+        return;
+    }
+    if (accept_votes == accepted) {
+        start_round(st, true);
+        return;
+    }
+    bool agree = pending_votes == accepted;
+    if (!agree) LOG_WARN(MOD, "accepted peers voted for different things (%zu update topology, %zu peers pending)",
+                         accept_votes, pending_votes);
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
+        if (c->state == CCOIP_MSTATE_VOTE_PENDING)
+            send_pending_result(st, c, agree ? CCOIP_RESULT_OK : CCOIP_RESULT_MISMATCH, registered > 0);
+        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_OPTIMIZE)
+            send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        c->state = CCOIP_MSTATE_IDLE;
+    }
+}
+
+void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false); }
+
+static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, log_level_t level);
+
+void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why) {
+    drop(st, c, why, LOG_LEVEL_INFO);
+}
+
+void ccoip_mstate_reject(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why) {
+    drop(st, c, why, LOG_LEVEL_WARN);
+}
+
+static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, log_level_t level) {
+    if (c->dropped) return;
+    c->dropped = true;
+    size_t i = 0;
+    while (i < st->nclients && st->clients[i] != c) i++;
+    if (i < st->nclients) {
+        memmove(&st->clients[i], &st->clients[i + 1], (st->nclients - i - 1) * sizeof *st->clients);
+        st->nclients--;
+    }
+    bool was_accepted = c->phase == CCOIP_MPHASE_ACCEPTED;
+    if (was_accepted && !st->shutting_down) st->counters.peers_dropped++;
+    if (c->phase >= CCOIP_MPHASE_REGISTERED || !st->shutting_down)
+        if (log_enabled(level)) log_write(level, MOD, "dropping %s (%s): %s", c->name,
+                 was_accepted ? "accepted" : c->phase == CCOIP_MPHASE_REGISTERED ? "pending" : "not joined", why);
+    st->close(st->ctx, c);
+    ccoip_mss_on_leave(st, c, was_accepted); /* frees its sync state; re-evaluates its group's sync */
+    ccoip_mbw_on_leave(st, c); /* its matrix row and column; fails an optimisation it is in */
+    if (st->shutting_down) return;
+    if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
+    if (was_accepted) {
+        /* Everyone's world shrank; collectives in flight in c's group are aborted. */
+        ccoip_mcoll_on_leave(st, c);
+        for (size_t k = 0; k < st->nclients; k++) {
+            ccoip_mclient_t *o = st->clients[k];
+            if (o->phase != CCOIP_MPHASE_ACCEPTED) continue;
+            ccoip_packet_t p;
+            memset(&p, 0, sizeof p);
+            p.type = CCOIP_PKT_M2C_WORLD_UPDATE;
+            p.u.world_update.world = ccoip_mstate_world(st, o);
+            send_packet(st, o, &p);
+        }
+    }
+    evaluate(st);
+}
+
+static bool is_loopback_mix(const ccoip_master_state_t *st, const ccoip_mclient_t *c) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *o = st->clients[i];
+        if (o != c && o->phase >= CCOIP_MPHASE_REGISTERED && o->loopback != c->loopback) return true;
+    }
+    return false;
+}
+
+static void on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_hello_t *h) {
+    ccoip_packet_t ack;
+    memset(&ack, 0, sizeof ack);
+    ack.type = CCOIP_PKT_HELLO_ACK;
+    ack.u.hello_ack.magic = CCOIP_MAGIC;
+    ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
+    const char *why = NULL;
+    if (h->magic != CCOIP_MAGIC) {
+        ack.u.hello_ack.status = CCOIP_HELLO_BAD_MAGIC;
+        why = "bad magic in handshake";
+    } else if (h->version != CCOIP_PROTOCOL_VERSION) {
+        ack.u.hello_ack.status = CCOIP_HELLO_BAD_VERSION;
+        LOG_WARN(MOD, "%s speaks protocol version %u, this master speaks %u", c->name, h->version,
+                 CCOIP_PROTOCOL_VERSION);
+        why = "protocol version mismatch";
+    } else if (h->role != CCOIP_ROLE_PEER_TO_MASTER) {
+        ack.u.hello_ack.status = CCOIP_HELLO_BAD_ROLE;
+        why = "handshake role is not peer-to-master";
+    }
+    if (why != NULL) {
+        send_packet(st, c, &ack);
+        ccoip_mstate_reject(st, c, why);
+        return;
+    }
+    st->make_uuid(st->ctx, &c->uuid);
+    ack.u.hello_ack.status = CCOIP_HELLO_OK;
+    ack.u.hello_ack.uuid = c->uuid;
+    c->phase = CCOIP_MPHASE_GREETED;
+    send_packet(st, c, &ack);
+}
+
+static void on_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_join_t *j) {
+    ccoip_packet_t r;
+    memset(&r, 0, sizeof r);
+    r.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
+    if (j->p2p_port == 0) {
+        ccoip_mstate_reject(st, c, "JOIN without a p2p port");
+        return;
+    }
+    if (is_loopback_mix(st, c)) {
+        r.u.join_response.status = CCOIP_JOIN_LOOPBACK_MIX;
+        send_packet(st, c, &r);
+        ccoip_mstate_reject(st, c,
+                          c->loopback ? "refused: connected via loopback while other peers connected via a public address"
+                                      : "refused: connected via a public address while other peers use loopback");
+        return;
+    }
+    c->peer_group = j->peer_group;
+    c->p2p_port = j->p2p_port;
+    c->ss_port = j->ss_port;
+    c->bench_port = j->bench_port;
+    c->phase = CCOIP_MPHASE_REGISTERED;
+    r.u.join_response.status = CCOIP_JOIN_OK;
+    send_packet(st, c, &r);
+    LOG_INFO(MOD, "%s joined peer group %u (p2p port %u), pending admission", c->name, c->peer_group, c->p2p_port);
+    evaluate(st);
+}
+
+void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms) {
+    if (c->dropped) return;
+    st->now_ms = now_ms;
+    c->last_seen_ms = now_ms;
+    const char *name = ccoip_packet_name(p->type);
+    switch (c->phase) {
+    case CCOIP_MPHASE_CONNECTED:
+        if (p->type == CCOIP_PKT_HELLO) on_hello(st, c, &p->u.hello);
+        else ccoip_mstate_reject(st, c, "first packet is not HELLO");
+        return;
+    case CCOIP_MPHASE_GREETED:
+        if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);
+        else if (p->type != CCOIP_PKT_C2M_HEARTBEAT) ccoip_mstate_reject(st, c, "expected JOIN after HELLO");
+        return;
+    case CCOIP_MPHASE_REGISTERED:
+    case CCOIP_MPHASE_ACCEPTED: break;
+    }
+    switch (p->type) {
+    case CCOIP_PKT_C2M_HEARTBEAT: return;
+    case CCOIP_PKT_C2M_VOTE_ACCEPT:
+    case CCOIP_PKT_C2M_VOTE_PENDING:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
+        c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_PENDING;
+        evaluate(st);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_INIT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_init(st, c, &p->u.collective_init);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_complete(st, c, &p->u.collective_complete);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_ABORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
+        return;
+    case CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
+        c->state = CCOIP_MSTATE_VOTE_OPTIMIZE;
+        evaluate(st);
+        return;
+    case CCOIP_PKT_C2M_BANDWIDTH_REPORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break; /* late reports of an ended session are ignored there */
+        ccoip_mbw_on_report(st, c, &p->u.bench_report);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_SYNC:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_sync(st, c, &p->u.ss_sync);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_DONE:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_done(st, c, &p->u.ss_done);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_ABORT:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mss_on_abort(st, c);
+        return;
+    case CCOIP_PKT_C2M_P2P_ESTABLISHED:
+        /* Late reports of a round that already ended are harmless: ignore them. */
+        if (!st->round_active || p->u.p2p_established.round != st->round || !c->in_round) return;
+        if (c->round_ok >= 0) break;
+        c->round_ok = p->u.p2p_established.ok;
+        if (!c->round_ok) LOG_WARN(MOD, "%s could not connect to its ring neighbours", c->name);
+        evaluate(st);
+        return;
+    default: break;
+    }
+    LOG_WARN(MOD, "%s sent %s, which is not valid now (phase %d, state %d)", c->name, name ? name : "?", c->phase,
+             c->state);
+    ccoip_mstate_reject(st, c, "protocol violation");
+}
+
+void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
+    st->now_ms = now_ms;
+    for (size_t i = 0; i < st->nclients;) {
+        ccoip_mclient_t *c = st->clients[i];
+        const char *why = NULL;
+        if (c->phase < CCOIP_MPHASE_REGISTERED && now_ms - c->connected_ms > st->opt.handshake_timeout_ms)
+            why = "no handshake in time";
+        else if (c->phase >= CCOIP_MPHASE_REGISTERED && now_ms - c->last_seen_ms > st->opt.heartbeat_timeout_ms)
+            why = "missed heartbeats";
+        if (why == NULL) {
+            i++;
+            continue;
+        }
+        ccoip_mstate_reject(st, c, why);
+        i = 0; /* dropping removes c and may change the table: start over (rare) */
+    }
+    if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms)
+        finish_round(st, false, "round timed out");
+    ccoip_mbw_tick(st);
+}

@@ -1,0 +1,167 @@
+/* ccoip_master_state.h: the master's decisions, free of I/O. The libuv layer (ccoip_master.c)
+ * feeds it decoded packets, closes and clock ticks; it answers through two callbacks (send a
+ * packet to a client, close a client). Everything runs on the master's loop thread: no locks. */
+#ifndef CCOIP_MASTER_STATE_H
+#define CCOIP_MASTER_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/wire/ccoip_packets.h"
+
+typedef enum ccoip_mphase_t {
+    CCOIP_MPHASE_CONNECTED = 0,  /* no HELLO yet */
+    CCOIP_MPHASE_GREETED = 1,    /* HELLO done, no JOIN yet */
+    CCOIP_MPHASE_REGISTERED = 2, /* joined, waiting for the accepted peers to admit it */
+    CCOIP_MPHASE_ACCEPTED = 3
+} ccoip_mphase_t;
+
+typedef enum ccoip_mstate_t {
+    CCOIP_MSTATE_IDLE = 0,
+    CCOIP_MSTATE_VOTE_ACCEPT = 1,    /* in pcclUpdateTopology, waiting for the others */
+    CCOIP_MSTATE_CONNECTING_P2P = 2, /* told its neighbours, waiting for its P2P_ESTABLISHED */
+    CCOIP_MSTATE_VOTE_PENDING = 3,   /* in pcclArePeersPending */
+    CCOIP_MSTATE_VOTE_OPTIMIZE = 4,  /* in pcclOptimizeTopology, waiting for the others */
+    CCOIP_MSTATE_BENCHMARKING = 5    /* measuring bandwidths for pcclOptimizeTopology */
+    /* later: in collective, syncing shared state, benchmarking */
+} ccoip_mstate_t;
+
+/* One collective (by tag) as one client takes part in it. */
+typedef enum ccoip_mcoll_phase_t {
+    CCOIP_MCOLL_FREE = 0,
+    CCOIP_MCOLL_WAITING = 1,   /* asked to start; waits for the rest of its group */
+    CCOIP_MCOLL_RUNNING = 2,   /* commenced */
+    CCOIP_MCOLL_COMPLETED = 3, /* reported its outcome; waits for the rest */
+    CCOIP_MCOLL_ABORTED = 4    /* a watchdog ended it while it ran: DONE(TIMEOUT) is sent, its
+                                  COMPLETE is still owed and freed the entry when it comes */
+} ccoip_mcoll_phase_t;
+
+#define CCOIP_MAX_COLLECTIVES 16 /* collectives in flight per peer */
+
+typedef struct ccoip_mcoll_t {
+    uint8_t phase; /* ccoip_mcoll_phase_t */
+    bool ok;       /* as reported in COMPLETE */
+    bool aborted;  /* a member left while it ran */
+    ccoip_collective_init_t desc;
+} ccoip_mcoll_t;
+
+/* A client's part in shared-state syncs (ccoip_master_shared.c); NULL until its first sync. */
+typedef struct ccoip_mss_t ccoip_mss_t;
+
+typedef struct ccoip_mclient_t {
+    uint64_t id; /* connection order: also the ring order */
+    ccoip_mphase_t phase;
+    ccoip_mstate_t state;
+    ccoip_uuid_t uuid;
+    uint32_t peer_group;
+    ccoip_inet_address_t addr; /* as the master saw the connection */
+    bool loopback;
+    uint16_t p2p_port, ss_port, bench_port;
+    bool dropped;
+    bool in_round;
+    int round_ok; /* -1 not reported, 0 failed, 1 established */
+    uint64_t connected_ms, last_seen_ms;
+    ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
+    bool ring_stale; /* its group lost a member since the last topology round */
+    ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
+    char name[64]; /* "ip:port" for log lines */
+    void *io;      /* the I/O layer's connection */
+} ccoip_mclient_t;
+
+typedef struct ccoip_master_options_t {
+    uint64_t handshake_timeout_ms; /* HELLO and JOIN must arrive within this */
+    uint64_t heartbeat_timeout_ms; /* silence after which a peer is dropped */
+    uint64_t round_timeout_ms;     /* a topology round that takes longer fails */
+} ccoip_master_options_t;
+
+void ccoip_master_default_options(ccoip_master_options_t *o);
+
+/* Totals since the master started, for the status endpoint (ccoip_master_status.c). */
+typedef struct ccoip_mcounters_t {
+    uint64_t peers_admitted, peers_dropped; /* dropped: accepted peers that left */
+    uint64_t collectives_ok, collectives_failed, collectives_timed_out;
+    uint64_t allreduce_bytes;   /* successful all-reduces: count x element size, once each */
+    uint64_t shared_state_syncs, shared_state_bytes; /* elections; bytes they sent peers to fetch */
+} ccoip_mcounters_t;
+
+typedef struct ccoip_master_state_t {
+    ccoip_mclient_t **clients;
+    size_t nclients, cap;
+    uint64_t round;
+    bool round_active;
+    uint64_t round_started_ms;
+    uint64_t now_ms;  /* the clock as of the last entry point */
+    uint64_t next_id;
+    bool shutting_down;
+    ccoip_master_options_t opt;
+    /* Set by the I/O layer. send may fail silently (the I/O layer then closes that client later);
+     * close must not call back into the state. */
+    void (*send)(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p);
+    void (*close)(void *ctx, ccoip_mclient_t *c);
+    void (*make_uuid)(void *ctx, ccoip_uuid_t *out);
+    void *ctx;
+    struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
+    ccoip_mcounters_t counters;
+} ccoip_master_state_t;
+
+void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
+void ccoip_mstate_free(ccoip_master_state_t *st);
+
+/* A new connection; returns false (and the caller closes it) when out of memory. */
+bool ccoip_mstate_add(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t now_ms);
+
+/* One decoded packet from c. */
+void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms);
+
+/* Removes c (its connection closed, or it broke the protocol: `why` is logged), tells the others
+ * what changed, and asks the I/O layer to close it. Safe to call twice. */
+void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);
+
+/* The same for bad input or a timeout: logged as a warning. */
+void ccoip_mstate_reject(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);
+
+/* Timeouts: handshakes, heartbeats, rounds. */
+void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
+
+/* Collectives (ccoip_master_coll.c): INIT and COMPLETE packets, and a member leaving. */
+void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
+void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
+void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+/* C2M_COLLECTIVE_ABORT: c's watchdog gave up on a collective; it ends with TIMEOUT for the group. */
+void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a);
+
+/* The status endpoint's page (Prometheus text format 0.0.4) into buf; returns its length, which
+ * may exceed cap (then buf holds a truncated page: call again with more room). */
+size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t cap);
+
+/* Refuses (as a mismatch) the votes of group's accepted members that are in pcclUpdateTopology or
+ * pcclArePeersPending: the others of their group gave up waiting for them in a collective. */
+void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group);
+
+/* Shared state (ccoip_master_shared.c): SYNC and DONE packets, and a client leaving (which also
+ * frees its sync state; called for every dropped client, accepted or not). */
+void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req);
+void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done);
+/* A member's watchdog gave up waiting for the RESULT: the sync ends for the group with TIMEOUT
+ * (ignored once the RESULT went out: it crossed the abort). */
+void ccoip_mss_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c);
+void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted);
+
+/* Topology optimisation (ccoip_master_bw.c): start when every accepted peer voted, reports,
+ * a client leaving (drops its matrix row and column; fails a session it takes part in), the step
+ * timeout, and freeing the matrix. */
+void ccoip_mbw_start(ccoip_master_state_t *st);
+bool ccoip_mbw_active(const ccoip_master_state_t *st);
+void ccoip_mbw_on_report(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_bench_report_t *r);
+void ccoip_mbw_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+void ccoip_mbw_tick(ccoip_master_state_t *st);
+void ccoip_mbw_free(ccoip_master_state_t *st);
+/* Starts a topology round of the accepted peers only (no admission): each is told its ring
+ * neighbours by the current ring order (ids), as pcclUpdateTopology's round does. */
+void ccoip_mstate_relink(ccoip_master_state_t *st);
+
+/* The four attributes as c would see them now. */
+ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);
+
+#endif /* CCOIP_MASTER_STATE_H */

@@ -1,0 +1,94 @@
+/* pccl-master: the master as a program; a thin wrapper over pcclCreateMaster and friends.
+ * Prints "pccl-master: listening on HOST:PORT" on stdout once it accepts connections, and
+ * stops cleanly on SIGINT or SIGTERM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/master/ccoip_master.h"
+#include "ccoip/net/ccoip_os.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "log/log.h"
+#include "pccl.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pccl-master [--listen HOST:PORT] [--status HOST:PORT] [--log-level LEVEL]\n"
+            "                   [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS] [--help]\n"
+            "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
+            "  --status HOST:PORT        serve the status page (Prometheus text) at http://HOST:PORT/metrics\n"
+            "                            (default port 48147)\n"
+            "  --log-level LEVEL         error, warn, info or debug (default: PCCL_LOG_LEVEL, else info)\n"
+            "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
+            "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n");
+}
+
+static int parse_ms(const char *s, uint64_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v == 0 || v > 86400000ull) return 0;
+    *out = v;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    ccoip_socket_address_t addr;
+    ccoip_parse_address("0.0.0.0", 48148, &addr);
+    ccoip_socket_address_t status_addr;
+    bool want_status = false;
+    ccoip_master_options_t opt;
+    ccoip_master_default_options(&opt);
+    if (getenv("PCCL_LOG_LEVEL") == NULL) log_set_level(LOG_LEVEL_INFO);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        int ok = v != NULL;
+        if (ok && strcmp(a, "--listen") == 0) ok = ccoip_parse_address(v, 48148, &addr);
+        else if (ok && strcmp(a, "--status") == 0) ok = want_status = ccoip_parse_address(v, 48147, &status_addr);
+        else if (ok && strcmp(a, "--log-level") == 0) {
+            int l = log_parse_level(v);
+            if ((ok = l >= 0)) log_set_level((log_level_t) l);
+        } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
+        else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "pccl-master: bad argument %s%s%s\n", a, v ? " " : "", v ? v : "");
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    ccoip_raise_fd_limit();
+    ccoip_os_block_termination_signals(); /* before any thread starts: they inherit the mask */
+    pcclInit();
+    pcclMasterInstance_t *m;
+    if (pcclCreateMaster(addr, &m) != pcclSuccess) return 1;
+    ccoip_master_set_options(m, &opt);
+    if (want_status && !ccoip_master_serve_status(m, status_addr)) {
+        pcclDestroyMaster(m);
+        return 1;
+    }
+    if (pcclRunMaster(m) != pcclSuccess) {
+        pcclDestroyMaster(m);
+        return 1;
+    }
+    addr.port = ccoip_master_port(m);
+    char name[80];
+    ccoip_format_address(&addr, name, sizeof name);
+    printf("pccl-master: listening on %s\n", name);
+    if (want_status) {
+        status_addr.port = ccoip_master_status_port(m);
+        ccoip_format_address(&status_addr, name, sizeof name);
+        printf("pccl-master: status on http://%s/metrics\n", name);
+    }
+    fflush(stdout);
+    int sig = ccoip_os_wait_termination_signal();
+    LOG_INFO("ccoip-master", "signal %d: shutting down", sig);
+    pcclInterruptMaster(m);
+    pcclMasterAwaitTermination(m);
+    pcclDestroyMaster(m);
+    return 0;
+}

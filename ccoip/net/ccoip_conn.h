@@ -1,0 +1,30 @@
+/* ccoip_conn.h: whole packets over a blocking socket (peer side): send, receive with a deadline,
+ * and both halves of the handshake. */
+#ifndef CCOIP_CONN_H
+#define CCOIP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ccoip/wire/ccoip_packets.h"
+
+ccoip_status_t ccoip_conn_send(int fd, const ccoip_packet_t *p);
+
+/* Reads one frame (payload at most max_payload) and decodes it; the caller frees *out. */
+ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload, int64_t deadline_ms);
+
+/* Sends HELLO(role, uuid) and reads HELLO_ACK into *ack. A refusal or a version mismatch is
+ * logged (naming `what`) and gives CCOIP_ERR_REFUSED, with *ack still filled in. */
+ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, int64_t deadline_ms,
+                                const char *what, ccoip_hello_ack_t *ack);
+
+/* The acceptor's half, in two steps. ccoip_conn_read_hello reads the HELLO before the deadline
+ * and checks magic, version and role (the listeners' roles: p2p, shared state, benchmark). On
+ * success *uuid is the caller's UUID and nothing is answered yet; on failure it has already
+ * refused (when the first packet was a HELLO) and `why` says what was wrong. The listener then
+ * decides on the UUID and answers with ccoip_conn_answer_hello: CCOIP_HELLO_OK accepts (the ack
+ * echoes *uuid), any other status refuses. */
+bool ccoip_conn_read_hello(int fd, uint8_t role, int64_t deadline_ms, ccoip_uuid_t *uuid, char *why, size_t why_len);
+ccoip_status_t ccoip_conn_answer_hello(int fd, uint8_t status, const ccoip_uuid_t *uuid);
+
+#endif /* CCOIP_CONN_H */

@@ -1,0 +1,25 @@
+/* ccoip_os_posix.c: ccoip_os.h with sigwait: no signal handler, no async-signal-safety worries. */
+#include "ccoip/net/ccoip_os.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+static void termination_set(sigset_t *s) {
+    sigemptyset(s);
+    sigaddset(s, SIGINT);
+    sigaddset(s, SIGTERM);
+}
+
+void ccoip_os_block_termination_signals(void) {
+    sigset_t s;
+    termination_set(&s);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+}
+
+int ccoip_os_wait_termination_signal(void) {
+    sigset_t s;
+    termination_set(&s);
+    int sig = 0;
+    while (sigwait(&s, &sig) != 0) {}
+    return sig;
+}

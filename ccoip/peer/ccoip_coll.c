@@ -1,0 +1,440 @@
+/* ccoip_coll.c: the all-reduces in flight on one communicator.
+ *
+ * Each op (sync or async) takes a slot of `colls.ops` for its tag and runs, on the caller's thread
+ * (pcclAllReduce) or on a worker (pcclAllReduceAsync):
+ *   1. COLLECTIVE_INIT -> COMMENCE through the master: every member asked for this tag with the
+ *      same description. The master-link thread routes COMMENCE / DONE / ABORT of tag T to the op
+ *      of tag T and wakes it on its own threadpark word.
+ *   2. The ring (reduce/) over one stream of the connection pool. The stream is fixed when
+ *      COMMENCE arrives: the k-th successful COMMENCE since the topology round uses stream
+ *      k mod (pool size) on each link. COMMENCEs reach every member in the master's order, so
+ *      every peer picks the same stream for an op and queues the ops of a stream in the same
+ *      order. The ops of one stream run one at a time in that order: a socket never carries
+ *      frames of an op whose receive side is not yet running, beyond the one in front of it
+ *      (the datalink holds an early frame until its receive is posted, blocking the socket; with
+ *      one op at a time per socket that wait always ends, as with back-to-back sync calls).
+ *   3. COLLECTIVE_COMPLETE -> DONE: the outcome is shared. A failed ring breaks and retires every
+ *      stream until the next pcclUpdateTopology (frames of it may still be in the sockets).
+ * An op that makes no progress in any of these for the collective timeout is reported to the
+ * master by the watchdog (ccoip_watchdog.c), which ends it on every member with TIMEOUT in
+ * COMMENCE or DONE: pcclCollectiveTimeout.
+ *
+ * Workers: started lazily, one more whenever the async ops queued or running outnumber them, so
+ * an op never waits for another op's worker (at most CCOIP_MAX_OPS); joined at destroy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "ccoip/net/ccoip_splice.h"
+#include "ccoip/peer/ccoip_device.h"
+#include "log/log.h"
+#include "reduce/reduce.h"
+#include "threadpark/threadpark.h"
+
+#define MOD "pccl"
+
+static void bump(_Atomic uint32_t *w) {
+    atomic_fetch_add_explicit(w, 1, memory_order_acq_rel);
+    tpark_wake_all((const uint32_t *) w);
+}
+
+void ccoip_colls_init(pcclComm_t *comm) {
+    pthread_mutex_init(&comm->colls.lock, NULL);
+    ccoip_watchdog_init(comm);
+    comm->router = (ccoip_link_router_t){ccoip_coll_route, ccoip_coll_abort, ccoip_watchdog_tick};
+}
+
+void ccoip_colls_free(pcclComm_t *comm) { pthread_mutex_destroy(&comm->colls.lock); }
+
+/* ---- routing (master-link thread) ---------------------------------------------------------- */
+
+static ccoip_op_t *find_op(ccoip_colls_t *c, uint64_t tag) {
+    for (int i = 0; i < CCOIP_MAX_OPS; i++)
+        if (c->ops[i].state != CCOIP_OP_FREE && c->ops[i].tag == tag) return &c->ops[i];
+    return NULL;
+}
+
+static void raise_abort(ccoip_op_t *op) {
+    atomic_store_explicit(&op->abort, 1, memory_order_release);
+    bump(&op->doorbell);
+    bump(&op->word);
+}
+
+void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < CCOIP_MAX_OPS; i++) {
+        ccoip_op_t *op = &c->ops[i];
+        if (op->state != CCOIP_OP_FREE && (all || op->tag == tag)) raise_abort(op);
+    }
+    pthread_mutex_unlock(&c->lock);
+    bump(&c->turns); /* ops waiting for their stream turn look at their flag */
+}
+
+/* The stream and the place in its queue of an op that may start (COMMENCE ok). */
+static void assign_streams(pcclComm_t *comm, ccoip_op_t *op) {
+    ccoip_colls_t *c = &comm->colls;
+    const ccoip_p2p_links_t *l = &comm->p2p.links;
+    uint64_t k = c->commences++;
+    op->tx_stream = l->ntx ? (uint32_t) (k % l->ntx) : 0;
+    op->rx_stream = l->nrx ? (uint32_t) (k % l->nrx) : 0;
+    op->tx_turn = c->tx[op->tx_stream].next_turn++;
+    op->rx_turn = c->rx[op->rx_stream].next_turn++;
+}
+
+bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
+    uint64_t tag;
+    if (p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE) tag = p->u.collective_commence.tag;
+    else if (p->type == CCOIP_PKT_M2C_COLLECTIVE_DONE) tag = p->u.collective_done.tag;
+    else return false;
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    ccoip_op_t *op = find_op(c, tag);
+    bool fresh = op != NULL && (p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE ? op->commence.type == 0 : op->done.type == 0);
+    if (fresh && p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE) {
+        op->commence = *p;
+        if (p->u.collective_commence.status == CCOIP_RESULT_OK) assign_streams(comm, op);
+    } else if (fresh) {
+        op->done = *p;
+    }
+    if (fresh) bump(&op->word);
+    pthread_mutex_unlock(&c->lock);
+    if (!fresh) {
+        LOG_WARN(MOD, "ignoring %s for collective %llu, which is not waiting for it", ccoip_packet_name(p->type),
+                 (unsigned long long) tag);
+        ccoip_packet_free(p);
+    }
+    return true;
+}
+
+bool ccoip_ops_in_flight(const pcclComm_t *comm) {
+    ccoip_colls_t *c = (ccoip_colls_t *) &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    bool any = false;
+    for (int i = 0; i < CCOIP_MAX_OPS; i++) any |= c->ops[i].state != CCOIP_OP_FREE;
+    pthread_mutex_unlock(&c->lock);
+    return any;
+}
+
+/* ---- streams ------------------------------------------------------------------------------- */
+
+void ccoip_data_close(pcclComm_t *comm) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    for (uint32_t i = 0; i < CCOIP_MAX_STREAMS; i++) {
+        ccoip_datalink_stop(c->tx[i].dl);
+        ccoip_datalink_stop(c->rx[i].dl);
+        memset(&c->tx[i], 0, sizeof c->tx[i]);
+        memset(&c->rx[i], 0, sizeof c->rx[i]);
+    }
+    c->made = c->retired = false;
+    c->commences = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Stops every stream from carrying more: called after a failed ring. */
+static void retire(pcclComm_t *comm) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    if (!c->retired) LOG_INFO(MOD, "data links retired until the next pcclUpdateTopology");
+    c->retired = true;
+    for (uint32_t i = 0; i < CCOIP_MAX_STREAMS; i++) {
+        if (c->tx[i].dl) ccoip_datalink_break(c->tx[i].dl, "retired after a failed collective");
+        if (c->rx[i].dl) ccoip_datalink_break(c->rx[i].dl, "retired after a failed collective");
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The data links of the op's streams, made on first use after a topology round; false when they
+ * cannot carry a collective (retired, broken, missing). *next_same_host: the next peer is on
+ * this host. Call with the lock held. */
+static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t *next, reduce_link_t *prev,
+                          bool *next_same_host) {
+    ccoip_colls_t *c = &comm->colls;
+    const ccoip_p2p_links_t *l = &comm->p2p.links;
+    if (c->retired || l->ntx == 0 || l->nrx == 0) return false;
+    if (!c->made) {
+        c->made = true;
+        char name[32];
+        for (uint32_t i = 0; i < l->ntx; i++) {
+            snprintf(name, sizeof name, "ring tx %u", i);
+            if ((c->tx[i].dl = ccoip_datalink_start(l->tx_fds[i], name)) == NULL) c->retired = true;
+        }
+        for (uint32_t i = 0; i < l->nrx; i++) {
+            snprintf(name, sizeof name, "ring rx %u", i);
+            if ((c->rx[i].dl = ccoip_datalink_start(l->rx_fds[i], name)) == NULL) c->retired = true;
+        }
+        if (c->retired) return false;
+    }
+    ccoip_datalink_t *tx = c->tx[op->tx_stream].dl, *rx = c->rx[op->rx_stream].dl;
+    if (tx == NULL || rx == NULL || ccoip_datalink_broken(tx) || ccoip_datalink_broken(rx)) return false;
+    *next = ccoip_datalink_link(tx);
+    *prev = ccoip_datalink_link(rx);
+    *next_same_host = ccoip_datalink_same_host(tx);
+    return true;
+}
+
+/* Waits until the op is at the front of both its streams' queues; false when it was aborted
+ * first (it still gives its turns back through turn_release). */
+static bool turn_acquire(pcclComm_t *comm, ccoip_op_t *op) {
+    ccoip_colls_t *c = &comm->colls;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&c->turns, memory_order_acquire);
+        pthread_mutex_lock(&c->lock);
+        bool ready = c->tx[op->tx_stream].serving == op->tx_turn && c->rx[op->rx_stream].serving == op->rx_turn;
+        op->wd_queued = !ready; /* the watchdog does not time a wait for another op */
+        pthread_mutex_unlock(&c->lock);
+        if (ready) return true;
+        if (atomic_load_explicit(&op->abort, memory_order_acquire)) {
+            pthread_mutex_lock(&c->lock);
+            op->wd_queued = false;
+            pthread_mutex_unlock(&c->lock);
+            return false;
+        }
+        tpark_wait((const uint32_t *) &c->turns, seen, 100 * 1000 * 1000);
+    }
+}
+
+static void stream_done(ccoip_stream_t *s, uint64_t turn) {
+    if (turn - s->serving < 64) s->done |= (uint64_t) 1 << (turn % 64);
+    while (s->done & ((uint64_t) 1 << (s->serving % 64))) {
+        s->done &= ~((uint64_t) 1 << (s->serving % 64));
+        s->serving++;
+    }
+}
+
+static void turn_release(pcclComm_t *comm, ccoip_op_t *op) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    stream_done(&c->tx[op->tx_stream], op->tx_turn);
+    stream_done(&c->rx[op->rx_stream], op->rx_turn);
+    pthread_mutex_unlock(&c->lock);
+    bump(&c->turns);
+}
+
+/* ---- one op, start to end ------------------------------------------------------------------ */
+
+/* Waits until the routed reply (COMMENCE or DONE) is there; false when the master link is gone. */
+static bool await_reply(pcclComm_t *comm, ccoip_op_t *op, bool done, ccoip_packet_t *out) {
+    ccoip_colls_t *c = &comm->colls;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&op->word, memory_order_acquire);
+        pthread_mutex_lock(&c->lock);
+        *out = done ? op->done : op->commence;
+        pthread_mutex_unlock(&c->lock);
+        if (out->type != 0) return true;
+        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return false;
+        tpark_wait((const uint32_t *) &op->word, seen, -1);
+    }
+}
+
+static const char *op_name(const ccoip_op_t *op) { return op->async ? "pcclAllReduceAsync" : "pcclAllReduce"; }
+
+/* The ring over the op's buffers; device buffers go through a pinned host block (pccl_device.h). */
+static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, reduce_ring_stats_t *stats) {
+    const pcclReduceDescriptor_t *d = &op->desc;
+    pcclDataType_t dt = d->src_descriptor.datatype;
+    if (pccl_buffers_kind(op->sendbuf, op->recvbuf) != PCCL_BUFFERS_DEVICE)
+        return reduce_ring_allreduce(rp, op->sendbuf, op->recvbuf, d->count, dt, d->op, stats);
+    pccl_device_op_t dev;
+    reduce_cache_t *pinned = pccl_pinned_cache(&comm->pinned, &comm->pinned_lock);
+    if (pccl_device_begin(&dev, pinned, op->sendbuf, op->recvbuf, d->count, reduce_dtype_size(dt), rp->rank,
+                          rp->world_size) != pcclSuccess)
+        return REDUCE_ESTAGE;
+    rp->stage = &dev.hooks;
+    int rc = reduce_ring_allreduce(rp, dev.host, dev.host, d->count, dt, d->op, stats);
+    if (!pccl_device_end(&dev, rc == REDUCE_OK) && rc == REDUCE_OK) rc = REDUCE_ESTAGE;
+    return rc;
+}
+
+void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
+    const pcclReduceDescriptor_t *d = &op->desc;
+    memset(&op->info, 0, sizeof op->info);
+    ccoip_packet_t p, r;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
+    p.u.collective_init = (ccoip_collective_init_t){op->tag, d->count, (uint8_t) d->src_descriptor.datatype,
+                                                    (uint8_t) d->op, (uint8_t) d->quantization_options.quantized_datatype,
+                                                    (uint8_t) d->quantization_options.algorithm};
+    if (ccoip_link_send(comm, &p) != CCOIP_OK || !await_reply(comm, op, false, &r)) {
+        op->result = pcclMasterConnectionFailed;
+        return;
+    }
+    ccoip_collective_commence_t go = r.u.collective_commence;
+    if (go.status != CCOIP_RESULT_OK) {
+        if (go.status == CCOIP_RESULT_MISMATCH) {
+            LOG_ERROR(MOD, "%s: the peers of this group described collective %llu differently", op_name(op),
+                      (unsigned long long) op->tag);
+            op->result = pcclInvalidUsage;
+        } else if (go.status == CCOIP_RESULT_TIMEOUT) {
+            LOG_ERROR(MOD, "%s: collective %llu timed out before it started: not every peer of the group called it "
+                           "(a peer in another call, or stalled?)", op_name(op), (unsigned long long) op->tag);
+            op->result = pcclCollectiveTimeout;
+        } else {
+            LOG_WARN(MOD, "%s: a peer left since the last topology update; call pcclUpdateTopology", op_name(op));
+            op->result = pcclRankConnectionLost;
+        }
+        return;
+    }
+
+    reduce_ring_stats_t stats = {0, 0};
+    int rc = REDUCE_ELINK;
+    if (go.world >= 2 && go.rank < go.world && turn_acquire(comm, op)) {
+        reduce_ring_params_t rp = {.rank = go.rank, .world_size = go.world, .tag = op->tag, .cache = comm->cache,
+                                   .abort_flag = &op->abort, .doorbell = &op->doorbell,
+                                   .quantization = d->quantization_options};
+        bool same_host = false;
+        pthread_mutex_lock(&comm->colls.lock);
+        bool ready = streams_ready(comm, op, &rp.next, &rp.prev, &same_host);
+        pthread_mutex_unlock(&comm->colls.lock);
+        /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
+         * DONE, i.e. once every peer's ring has read all it will read of our buffers. */
+        rp.send_by_reference = ccoip_splice_pays(same_host, go.world);
+        if (ready) rc = run_ring(comm, op, &rp, &stats);
+    }
+    turn_release(comm, op);
+    if (rc != REDUCE_OK) {
+        LOG_WARN(MOD, "%s: collective %llu failed locally: %s", op_name(op), (unsigned long long) op->tag,
+                 reduce_strerror(rc));
+        retire(comm);
+    }
+
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
+    p.u.collective_complete = (ccoip_collective_complete_t){op->tag, rc == REDUCE_OK};
+    bool done = ccoip_link_send(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
+    bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
+    if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
+    op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};
+    bool timed_out = done && r.u.collective_done.status == CCOIP_RESULT_TIMEOUT;
+    if (timed_out)
+        LOG_ERROR(MOD, "%s: collective %llu timed out: a peer stalled mid-collective; call pcclUpdateTopology",
+                  op_name(op), (unsigned long long) op->tag);
+    op->result = !done ? pcclMasterConnectionFailed : ok ? pcclSuccess : timed_out ? pcclCollectiveTimeout
+                                                                                   : pcclRankConnectionLost;
+}
+
+/* ---- slots and workers --------------------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    pcclComm_t *comm = arg;
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    while (!c->stop) {
+        ccoip_op_t *next = NULL;
+        for (int i = 0; i < CCOIP_MAX_OPS; i++) {
+            ccoip_op_t *op = &c->ops[i];
+            if (op->state == CCOIP_OP_QUEUED && (next == NULL || op->seq < next->seq)) next = op;
+        }
+        if (next == NULL) {
+            uint32_t seen = atomic_load_explicit(&c->work, memory_order_acquire);
+            pthread_mutex_unlock(&c->lock);
+            tpark_wait((const uint32_t *) &c->work, seen, -1);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        next->state = CCOIP_OP_RUNNING;
+        pthread_mutex_unlock(&c->lock);
+        ccoip_op_run(comm, next);
+        pthread_mutex_lock(&c->lock);
+        next->state = CCOIP_OP_FINISHED;
+        c->nasync--;
+        bump(&next->word);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                            bool async, ccoip_op_t **out) {
+    const char *fn = async ? "pcclAllReduceAsync" : "pcclAllReduce";
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    ccoip_op_t *op = NULL;
+    pcclResult_t res = pcclSuccess;
+    if (find_op(c, d->tag) != NULL) {
+        LOG_ERROR(MOD, "%s: tag %llu is still in flight on this communicator (await it first, or use another tag)", fn,
+                  (unsigned long long) d->tag);
+        res = pcclInvalidUsage;
+    } else if (c->stop) {
+        res = pcclInvalidUsage;
+    } else {
+        for (int i = 0; i < CCOIP_MAX_OPS && op == NULL; i++)
+            if (c->ops[i].state == CCOIP_OP_FREE) op = &c->ops[i];
+        if (op == NULL) {
+            LOG_ERROR(MOD, "%s: %d collectives are already in flight on this communicator, the most there may be", fn,
+                      CCOIP_MAX_OPS);
+            res = pcclInvalidUsage;
+        }
+    }
+    if (op != NULL && async && c->nworkers < c->nasync + 1) {
+        if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, comm) != 0) {
+            LOG_ERROR(MOD, "%s: cannot start a worker thread", fn);
+            op = NULL;
+            res = pcclInternalError;
+        } else {
+            c->nworkers++;
+        }
+    }
+    if (op != NULL) {
+        memset(op, 0, sizeof *op);
+        op->state = async ? CCOIP_OP_QUEUED : CCOIP_OP_RUNNING;
+        op->async = async;
+        op->tag = d->tag;
+        op->seq = c->next_seq++;
+        op->sendbuf = sendbuf;
+        op->recvbuf = recvbuf;
+        op->desc = *d;
+        c->nasync += async;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (op != NULL && async) bump(&c->work);
+    *out = op;
+    return res;
+}
+
+/* Frees a sync op's slot after ccoip_op_run. */
+void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op) {
+    pthread_mutex_lock(&comm->colls.lock);
+    op->state = CCOIP_OP_FREE;
+    pthread_mutex_unlock(&comm->colls.lock);
+}
+
+pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    ccoip_op_t *op = find_op(c, tag);
+    if (op == NULL || !op->async) {
+        pthread_mutex_unlock(&c->lock);
+        LOG_ERROR(MOD, "pcclAwaitAsyncReduce: no async all-reduce with tag %llu is in flight",
+                  (unsigned long long) tag);
+        return pcclInvalidArgument;
+    }
+    while (op->state != CCOIP_OP_FINISHED) {
+        uint32_t seen = atomic_load_explicit(&op->word, memory_order_acquire);
+        pthread_mutex_unlock(&c->lock);
+        tpark_wait((const uint32_t *) &op->word, seen, -1);
+        pthread_mutex_lock(&c->lock);
+    }
+    pcclResult_t res = op->result;
+    if (info != NULL) *info = op->info;
+    op->state = CCOIP_OP_FREE;
+    pthread_mutex_unlock(&c->lock);
+    return res;
+}
+
+void ccoip_colls_shutdown(pcclComm_t *comm) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    c->stop = true;
+    uint32_t n = c->nworkers;
+    pthread_mutex_unlock(&c->lock);
+    ccoip_coll_abort(comm, true, 0);
+    bump(&c->work);
+    for (uint32_t i = 0; i < n; i++) pthread_join(c->workers[i], NULL);
+    pthread_mutex_lock(&c->lock);
+    c->nworkers = 0;
+    pthread_mutex_unlock(&c->lock);
+}

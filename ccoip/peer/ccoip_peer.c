@@ -1,0 +1,147 @@
+/* ccoip_peer.c: the peer's side of admission and votes, on the API caller's thread. Requests go
+ * out on the master link; replies come back through the mailbox (ccoip_peer_link.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/peer/ccoip_peer.h"
+#include "ccoip/peer/ccoip_peer_bench.h"
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_peer_shared.h"
+#include "log/log.h"
+
+#define MOD "ccoip-peer"
+
+typedef enum round_outcome_t { ROUND_OK, ROUND_FAILED, ROUND_MISMATCH, ROUND_LOST } round_outcome_t;
+
+static round_outcome_t result_outcome(pcclComm_t *comm, const ccoip_topology_result_t *r) {
+    if (r->status == CCOIP_RESULT_OK) {
+        ccoip_world_store(comm, &r->world);
+        return ROUND_OK;
+    }
+    return r->status == CCOIP_RESULT_MISMATCH ? ROUND_MISMATCH : ROUND_FAILED;
+}
+
+/* Takes part in one topology round: links to the neighbours, reports, awaits the outcome. */
+static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
+    ccoip_packet_t early;
+    ccoip_data_close(comm); /* the data links' threads use the sockets that establish replaces */
+    bool ok = ccoip_p2p_establish(comm, info, &early);
+    if (early.type == CCOIP_PKT_M2C_TOPOLOGY_RESULT && early.u.topology_result.round == info->round)
+        return result_outcome(comm, &early.u.topology_result);
+    if (early.type != 0) {
+        LOG_WARN(MOD, "unexpected %s from the master during a topology round", ccoip_packet_name(early.type));
+        ccoip_packet_free(&early);
+    }
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
+    p.u.p2p_established.round = info->round;
+    p.u.p2p_established.ok = ok;
+    if (ccoip_link_send(comm, &p) != CCOIP_OK) return ROUND_LOST;
+    for (;;) {
+        ccoip_packet_t r;
+        if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return ROUND_LOST;
+        if (r.type == CCOIP_PKT_M2C_TOPOLOGY_RESULT && r.u.topology_result.round == info->round)
+            return result_outcome(comm, &r.u.topology_result);
+        LOG_WARN(MOD, "ignoring %s from the master while awaiting round %llu", ccoip_packet_name(r.type),
+                 (unsigned long long) info->round);
+        ccoip_packet_free(&r);
+    }
+}
+
+/* Waits for the master's next P2P_INFO (or a TOPOLOGY_RESULT that answers a vote) and runs it. */
+static round_outcome_t await_round(pcclComm_t *comm) {
+    for (;;) {
+        ccoip_packet_t r;
+        if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return ROUND_LOST;
+        if (r.type == CCOIP_PKT_M2C_P2P_INFO) {
+            round_outcome_t o = run_round(comm, &r.u.p2p_info);
+            ccoip_packet_free(&r);
+            return o;
+        }
+        if (r.type == CCOIP_PKT_M2C_TOPOLOGY_RESULT) return result_outcome(comm, &r.u.topology_result);
+        LOG_WARN(MOD, "ignoring %s from the master while awaiting a topology round", ccoip_packet_name(r.type));
+        ccoip_packet_free(&r);
+    }
+}
+
+pcclResult_t ccoip_peer_connect(pcclComm_t *comm) {
+    pcclResult_t res = ccoip_p2p_start(comm);
+    if (res == pcclSuccess) res = ccoip_ss_start(comm);
+    if (res == pcclSuccess) res = ccoip_bench_start(comm);
+    if (res == pcclSuccess) res = ccoip_link_open(comm, comm->p2p.listener.port, ccoip_ss_port(comm), ccoip_bench_port(comm));
+    if (res != pcclSuccess) return res;
+    LOG_INFO(MOD, "registered with the master (p2p port %u); waiting for admission", comm->p2p.listener.port);
+    /* Blocks until the accepted peers vote us in; a failed round just means waiting for the next. */
+    for (;;) {
+        round_outcome_t o = await_round(comm);
+        if (o == ROUND_OK) break;
+        if (o == ROUND_LOST) return pcclMasterConnectionFailed;
+        LOG_INFO(MOD, "admission round failed; waiting for the next one");
+    }
+    atomic_store(&comm->accepted, true);
+    LOG_INFO(MOD, "admitted: %u peers", atomic_load(&comm->world[0]));
+    return pcclSuccess;
+}
+
+static pcclResult_t send_vote(pcclComm_t *comm, uint16_t type) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    return ccoip_link_send(comm, &p) == CCOIP_OK ? pcclSuccess : pcclMasterConnectionFailed;
+}
+
+pcclResult_t ccoip_peer_update_topology(pcclComm_t *comm) {
+    if (atomic_load(&comm->master_lost)) return pcclMasterConnectionFailed;
+    pcclResult_t res = send_vote(comm, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    if (res != pcclSuccess) return res;
+    switch (await_round(comm)) {
+    case ROUND_OK: return pcclSuccess;
+    case ROUND_FAILED: return pcclUpdateTopologyFailed;
+    case ROUND_MISMATCH:
+        LOG_ERROR(MOD, "pcclUpdateTopology: other peers called a different collective "
+                       "(pcclArePeersPending, or an all-reduce that gave up waiting for this peer?)");
+        return pcclInvalidUsage;
+    case ROUND_LOST: break;
+    }
+    return pcclMasterConnectionFailed;
+}
+
+pcclResult_t ccoip_peer_are_peers_pending(pcclComm_t *comm, bool *pending) {
+    if (atomic_load(&comm->master_lost)) return pcclMasterConnectionFailed;
+    pcclResult_t res = send_vote(comm, CCOIP_PKT_C2M_VOTE_PENDING);
+    if (res != pcclSuccess) return res;
+    for (;;) {
+        ccoip_packet_t r;
+        if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return pcclMasterConnectionFailed;
+        if (r.type == CCOIP_PKT_M2C_PENDING_RESULT) {
+            if (r.u.pending_result.status != CCOIP_RESULT_OK) {
+                LOG_ERROR(MOD, "pcclArePeersPending: other peers called a different collective "
+                               "(pcclUpdateTopology, or an all-reduce that gave up waiting for this peer?)");
+                return pcclInvalidUsage;
+            }
+            *pending = r.u.pending_result.pending != 0;
+            return pcclSuccess;
+        }
+        LOG_WARN(MOD, "ignoring %s from the master while awaiting the pending vote", ccoip_packet_name(r.type));
+        ccoip_packet_free(&r);
+    }
+}
+
+ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
+    switch (run_round(comm, info)) {
+    case ROUND_OK: return CCOIP_ROUND_OK;
+    case ROUND_FAILED: return CCOIP_ROUND_FAILED;
+    case ROUND_MISMATCH: return CCOIP_ROUND_MISMATCH;
+    case ROUND_LOST: break;
+    }
+    return CCOIP_ROUND_LOST;
+}
+
+int64_t ccoip_env_num(const char *name, int64_t def) {
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end == '\0' && x > 0 ? (int64_t) x : def;
+}

@@ -1,0 +1,296 @@
+/* ccoip_peer_bench.c: the benchmark listener and the measuring side (ccoip_peer_bench.h).
+ *
+ * The listener is one thread that polls its listening socket and up to MAX_CONNS accepted
+ * streams, so that several senders can measure into this peer at once (the master schedules at
+ * most one per step; more only from a misbehaving peer). The handshake runs on that thread with a
+ * short deadline, as the p2p listener's does; a stranger costs at most HANDSHAKE_MS. Streams
+ * are read into one scratch buffer and discarded. */
+#include "ccoip/peer/ccoip_peer_bench.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "ccoip/net/ccoip_conn.h"
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "log/log.h"
+
+#define MOD "ccoip-bench"
+#define HANDSHAKE_MS 2000
+#define CONNECT_MS 3000      /* retrying while the target has not processed its request yet */
+#define ANSWER_SLACK_MS 10000 /* after the stream: the receiver drains, then answers */
+#define IDLE_MS 30000        /* a silent stream is closed */
+#define FIRST_PORT 48149
+#define PORT_TRIES 2048
+#define MAX_CONNS 64
+#define SINK (256u << 10)
+#define CHUNK (256u << 10)
+
+typedef struct bconn_t {
+    int fd;
+    uint64_t bytes;    /* after the first read: the first read's bytes arrived before t0 */
+    int64_t first_us;  /* 0 until the first read */
+    int64_t last_ms;
+    char who[80];
+} bconn_t;
+
+struct ccoip_peer_bench_t {
+    int listen_fd;
+    uint16_t port;
+    pthread_t thread;
+    bool started;
+    int wake[2];
+    pthread_mutex_t lock; /* guards allowed/nallowed */
+    ccoip_uuid_t allowed[CCOIP_MAX_PEER_ENTRIES];
+    uint32_t nallowed;
+    _Atomic uint64_t measured;
+    bconn_t conns[MAX_CONNS]; /* listener thread only */
+    int nconns;
+    uint8_t *sink;
+};
+
+static const uint8_t zeros[CHUNK]; /* what a sender streams */
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+uint16_t ccoip_bench_port(const pcclComm_t *comm) { return comm->bench == NULL ? 0 : comm->bench->port; }
+
+uint64_t ccoip_bench_count(const pcclComm_t *comm) {
+    return comm->bench == NULL ? 0 : atomic_load(&comm->bench->measured);
+}
+
+void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, uint32_t n) {
+    ccoip_peer_bench_t *b = comm->bench;
+    if (b == NULL) return;
+    if (n > CCOIP_MAX_PEER_ENTRIES) n = CCOIP_MAX_PEER_ENTRIES; /* the decoder caps it already */
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < n; i++) b->allowed[i] = senders[i].uuid;
+    b->nallowed = n;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* HELLO from an announced sender -> kept as a stream; anything else is refused and closed. */
+static void handle_incoming(ccoip_peer_bench_t *b, int fd, const char *who) {
+    ccoip_uuid_t uuid;
+    char why[96];
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+        LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    bool known = false;
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, uuid.b, 16) == 0;
+    pthread_mutex_unlock(&b->lock);
+    uint8_t status = b->nconns == MAX_CONNS ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
+    if (ccoip_conn_answer_hello(fd, status, &uuid) != CCOIP_OK || status != CCOIP_HELLO_OK) {
+        if (status == CCOIP_HELLO_UNKNOWN_PEER)
+            LOG_DEBUG(MOD, "refused benchmark connection from %s: peer not announced by the master", who);
+        else if (status == CCOIP_HELLO_BUSY)
+            LOG_WARN(MOD, "refused benchmark connection from %s: too many streams", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    bconn_t *c = &b->conns[b->nconns++];
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->last_ms = ccoip_now_ms();
+    snprintf(c->who, sizeof c->who, "%s", who);
+}
+
+static void drop_conn(ccoip_peer_bench_t *b, int i) {
+    ccoip_sock_close(b->conns[i].fd);
+    b->conns[i] = b->conns[--b->nconns];
+}
+
+/* Reads what is there; at EOF answers BENCH_DONE and closes. False when the stream is gone. */
+static bool drain(ccoip_peer_bench_t *b, bconn_t *c) {
+    ssize_t n = recv(c->fd, b->sink, SINK, MSG_DONTWAIT);
+    int64_t t = now_us();
+    if (n > 0) {
+        if (c->first_us == 0) c->first_us = t;
+        else c->bytes += (uint64_t) n;
+        c->last_ms = t / 1000;
+        return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+    if (n < 0) {
+        LOG_WARN(MOD, "benchmark stream from %s broke: %s", c->who, strerror(errno));
+        return false;
+    }
+    ccoip_packet_t done;
+    memset(&done, 0, sizeof done);
+    done.type = CCOIP_PKT_BENCH_DONE;
+    done.u.bench_done.bytes = c->bytes;
+    done.u.bench_done.elapsed_us = c->first_us == 0 ? 0 : (uint64_t) (t - c->first_us);
+    if (ccoip_conn_send(c->fd, &done) != CCOIP_OK) LOG_WARN(MOD, "cannot answer the benchmark stream from %s", c->who);
+    return false;
+}
+
+static void *listener_main(void *arg) {
+    ccoip_peer_bench_t *b = arg;
+    struct pollfd fds[MAX_CONNS + 2];
+    for (;;) {
+        fds[0] = (struct pollfd){.fd = b->wake[0], .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
+        int nc = b->nconns;
+        for (int i = 0; i < nc; i++) fds[2 + i] = (struct pollfd){.fd = b->conns[i].fd, .events = POLLIN};
+        int r = poll(fds, (nfds_t) (nc + 2), 1000);
+        if (r < 0 && errno != EINTR) {
+            LOG_ERROR(MOD, "benchmark listener: poll failed: %s", strerror(errno));
+            break;
+        }
+        if (r > 0 && fds[0].revents != 0) break; /* woken to stop */
+        /* Streams first (from the end: dropping moves the last one into the hole). */
+        int64_t now = ccoip_now_ms();
+        for (int i = nc - 1; i >= 0; i--) {
+            bool alive = true;
+            if (r > 0 && fds[2 + i].revents != 0) alive = drain(b, &b->conns[i]);
+            else if (now - b->conns[i].last_ms > IDLE_MS) {
+                LOG_WARN(MOD, "benchmark stream from %s went silent; closed", b->conns[i].who);
+                alive = false;
+            }
+            if (!alive) drop_conn(b, i);
+        }
+        if (r > 0 && fds[1].revents != 0) {
+            ccoip_socket_address_t from;
+            int fd = ccoip_sock_accept(b->listen_fd, &from);
+            if (fd >= 0) {
+                char who[80];
+                ccoip_format_address(&from, who, sizeof who);
+                handle_incoming(b, fd, who);
+            }
+        }
+    }
+    return NULL;
+}
+
+pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
+    ccoip_peer_bench_t *b = calloc(1, sizeof *b);
+    if (b == NULL) return pcclInternalError;
+    b->listen_fd = -1;
+    b->wake[0] = b->wake[1] = -1;
+    pthread_mutex_init(&b->lock, NULL);
+    comm->bench = b;
+    b->sink = malloc(SINK);
+    if (b->sink == NULL) return pcclInternalError;
+    ccoip_inet_address_t any;
+    memset(&any, 0, sizeof any);
+    any.protocol = comm->params.master_address.inet.protocol;
+    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    b->listen_fd = ccoip_sock_listen_bump(&any, (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, &b->port);
+    if (b->listen_fd < 0) {
+        LOG_ERROR(MOD, "cannot open the benchmark listener");
+        return pcclInternalError;
+    }
+    if (!ccoip_wakeup_open(b->wake)) return pcclInternalError;
+    if (pthread_create(&b->thread, NULL, listener_main, b) != 0) {
+        LOG_ERROR(MOD, "cannot start the benchmark listener thread");
+        return pcclInternalError;
+    }
+    b->started = true;
+    LOG_DEBUG(MOD, "benchmark listener on port %u", b->port);
+    return pcclSuccess;
+}
+
+void ccoip_bench_stop(pcclComm_t *comm) {
+    ccoip_peer_bench_t *b = comm->bench;
+    if (b == NULL) return;
+    if (b->started) {
+        ccoip_wakeup_signal(b->wake[1]);
+        pthread_join(b->thread, NULL);
+    }
+    while (b->nconns > 0) drop_conn(b, b->nconns - 1);
+    ccoip_wakeup_close(b->wake);
+    ccoip_sock_close(b->listen_fd);
+    pthread_mutex_destroy(&b->lock);
+    free(b->sink);
+    free(b);
+    comm->bench = NULL;
+}
+
+/* Connects and handshakes, retrying while the target answers "unknown peer" (it has not
+ * processed the master's request yet). -1 on failure (logged). */
+static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, const char *name) {
+    int64_t deadline = ccoip_now_ms() + CONNECT_MS;
+    ccoip_status_t st = CCOIP_ERR_TIMEOUT;
+    while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
+        int64_t left = deadline - ccoip_now_ms();
+        int fd = ccoip_sock_connect(a, (int) (left < 1000 ? left : 1000), &st);
+        if (fd < 0) {
+            ccoip_sleep_ms(20);
+            continue;
+        }
+        ccoip_hello_ack_t ack;
+        memset(&ack, 0, sizeof ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        if (st == CCOIP_OK) return fd;
+        ccoip_sock_close(fd);
+        if (st == CCOIP_ERR_INVALID || (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER)) break;
+        ccoip_sleep_ms(10);
+    }
+    LOG_WARN(MOD, "cannot open a benchmark stream to %s: %s", name, ccoip_status_str(st));
+    return -1;
+}
+
+uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, uint32_t duration_ms) {
+    if (comm->bench != NULL) atomic_fetch_add(&comm->bench->measured, 1);
+    ccoip_socket_address_t a = {t->addr, t->bench_port};
+    char name[80];
+    ccoip_format_address(&a, name, sizeof name);
+    if (t->bench_port == 0) {
+        LOG_WARN(MOD, "peer %s has no benchmark listener", name);
+        return 0;
+    }
+    int fd = bench_connect(comm, &a, name);
+    if (fd < 0) return 0;
+    /* Stream for duration_ms; each send waits for room at most until the end (a slow or stalled
+     * link never holds us past it). */
+    int64_t end = ccoip_now_ms() + duration_ms;
+    uint64_t sent = 0;
+    const char *broke = NULL;
+    for (int64_t now = ccoip_now_ms(); broke == NULL && now < end; now = ccoip_now_ms()) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pfd, 1, (int) (end - now));
+        if (r <= 0) continue; /* timeout (the loop ends) or EINTR */
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            broke = "the receiver closed the connection";
+            break;
+        }
+        ssize_t n = send(fd, zeros, CHUNK, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) sent += (uint64_t) n;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) broke = strerror(errno);
+    }
+    bool ok = broke == NULL;
+    uint64_t bps = 0;
+    if (ok) {
+        shutdown(fd, SHUT_WR);
+        ccoip_packet_t r;
+        ccoip_status_t st = ccoip_conn_recv(fd, &r, CCOIP_MAX_HANDSHAKE_PAYLOAD, ccoip_now_ms() + ANSWER_SLACK_MS);
+        if (st == CCOIP_OK && r.type == CCOIP_PKT_BENCH_DONE && r.u.bench_done.elapsed_us > 0 &&
+            r.u.bench_done.bytes <= sent) {
+            double v = (double) r.u.bench_done.bytes * 8e6 / (double) r.u.bench_done.elapsed_us;
+            bps = v < 1 ? 1 : (uint64_t) v; /* 0 is reserved for "failed" */
+        } else {
+            LOG_WARN(MOD, "benchmark stream to %s: no valid answer (%s)", name,
+                     st == CCOIP_OK ? "unexpected packet" : ccoip_status_str(st));
+        }
+        if (st == CCOIP_OK) ccoip_packet_free(&r);
+    } else {
+        LOG_WARN(MOD, "benchmark stream to %s broke after %llu bytes: %s", name, (unsigned long long) sent, broke);
+    }
+    ccoip_sock_close(fd);
+    if (bps > 0)
+        LOG_INFO(MOD, "measured %s: %.1f Mbit/s (%llu bytes in %u ms)", name, (double) bps / 1e6,
+                 (unsigned long long) sent, duration_ms);
+    return bps;
+}

@@ -1,0 +1,203 @@
+/* ccoip_peer_int.h: the communicator, private to the peer-side files of ccoip
+ * (ccoip_peer_link.c, ccoip_peer_p2p.c, ccoip_peer.c, pccl_comm.c). */
+#ifndef CCOIP_PEER_INT_H
+#define CCOIP_PEER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ccoip/peer/ccoip_abort.h"
+#include "ccoip/peer/ccoip_datalink.h"
+#include "ccoip/net/ccoip_listener.h"
+#include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/wire/ccoip_packets.h"
+#include "pccl.h"
+
+#define CCOIP_MAILBOX_SIZE 16
+#define CCOIP_MAX_ARRIVALS (2 * CCOIP_P2P_MAX_STREAMS + 8) /* a pool of the current round and strays */
+
+/* A p2p connection our listener accepted and handshook, waiting for the API thread. */
+typedef struct ccoip_arrival_t {
+    int fd;
+    ccoip_uuid_t uuid;
+    uint64_t round;
+    uint8_t stream, streams; /* from P2P_BIND */
+} ccoip_arrival_t;
+
+typedef struct ccoip_peer_p2p_t {
+    ccoip_listener_t listener;
+    pthread_mutex_t lock; /* guards allowed/arrivals */
+    ccoip_uuid_t allowed[2]; /* UUIDs the master told us to accept from */
+    int nallowed;
+    ccoip_arrival_t arrivals[CCOIP_MAX_ARRIVALS];
+    int narrivals;
+    ccoip_p2p_links_t links; /* API thread only */
+} ccoip_peer_p2p_t;
+
+#define CCOIP_MAX_OPS 16     /* collectives in flight per communicator (the master's colls[] per peer) */
+#define CCOIP_MAX_STREAMS CCOIP_P2P_MAX_STREAMS
+
+typedef enum ccoip_op_state_t { CCOIP_OP_FREE = 0, CCOIP_OP_QUEUED, CCOIP_OP_RUNNING, CCOIP_OP_FINISHED } ccoip_op_state_t;
+
+/* One all-reduce in flight. Fields above `word` are guarded by colls.lock. */
+typedef struct ccoip_op_t {
+    uint32_t state;     /* ccoip_op_state_t */
+    bool async;         /* run by a worker, freed by pcclAwaitAsyncReduce */
+    uint64_t tag, seq;  /* seq: submission order (workers take the oldest) */
+    const void *sendbuf;
+    void *recvbuf;
+    pcclReduceDescriptor_t desc;
+    ccoip_packet_t commence, done; /* routed replies; type 0 until they arrive */
+    uint32_t tx_stream, rx_stream; /* pool streams, fixed at COMMENCE (same on every peer) */
+    uint64_t tx_turn, rx_turn;     /* place in each stream's queue */
+    pcclResult_t result;
+    pcclReduceInfo_t info;
+    _Atomic uint32_t word;          /* bumped on every routed reply and on finishing */
+    _Atomic uint32_t abort, doorbell; /* the ring's abort flag and completion doorbell */
+    /* The watchdog (ccoip_watchdog.c, master-link thread; under colls.lock): word + doorbell as
+     * last seen and since when; queued while it waits for its stream turn (another op's time). */
+    uint32_t wd_seen;
+    int64_t wd_since_ms;
+    bool wd_queued, wd_fired;
+} ccoip_op_t;
+
+/* The ops of a stream run one at a time, in COMMENCE order (the same on every peer): `serving`
+ * is the turn now allowed, `done` marks later turns that finished early (aborted). */
+typedef struct ccoip_stream_t {
+    ccoip_datalink_t *dl;
+    uint64_t next_turn, serving, done;
+} ccoip_stream_t;
+
+typedef struct ccoip_colls_t {
+    pthread_mutex_t lock;
+    ccoip_op_t ops[CCOIP_MAX_OPS];
+    uint64_t next_seq;
+    _Atomic uint32_t work; /* workers park here; bumped on every submission and on stop */
+    pthread_t workers[CCOIP_MAX_OPS];
+    uint32_t nworkers, nasync; /* nasync: async ops queued or running */
+    bool stop;
+    /* Streams of the current topology round: made on first use, retired after a failure;
+     * `commences` counts the successful COMMENCEs since the round (it picks the streams). */
+    uint64_t commences;
+    bool made, retired;
+    ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
+    _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
+    _Atomic uint32_t timeout_ms; /* the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS) */
+} ccoip_colls_t;
+
+/* What the master-link thread delivers, and to whom: the collectives register these at creation
+ * (ccoip_colls_init), so that the link calls nothing above it. All three run on the link thread. */
+typedef struct ccoip_link_router_t {
+    bool (*route)(pcclComm_t *comm, ccoip_packet_t *p);     /* COMMENCE / DONE; true when taken */
+    void (*abort)(pcclComm_t *comm, bool all, uint64_t tag); /* stop the ring of `tag` (all: every op) */
+    int64_t (*tick)(pcclComm_t *comm, int64_t now_ms);       /* ms until it wants to run again */
+} ccoip_link_router_t;
+
+struct pcclComm_t {
+    pcclCommCreateParams_t params;
+    bool connect_called;
+    atomic_bool accepted;
+    ccoip_uuid_t uuid;
+
+    /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
+     * only the link thread reads. */
+    int master_fd;
+    pthread_mutex_t send_lock;
+    pthread_t link_thread;
+    ccoip_link_router_t router;
+    bool link_started;
+    int link_wake[2];
+    atomic_bool stopping;
+    atomic_bool master_lost;
+
+    /* Replies for the API thread. `events` is bumped (and woken) on every mailbox push, p2p
+     * arrival and link loss: the one word the API thread parks on. */
+    pthread_mutex_t mail_lock;
+    ccoip_packet_t mail[CCOIP_MAILBOX_SIZE];
+    int mail_head, mail_count;
+    _Atomic uint32_t events;
+
+    /* The world as the master last reported it (pcclGetAttribute). */
+    _Atomic uint32_t world[4];
+
+    ccoip_abort_queue_t aborts;
+    ccoip_peer_p2p_t p2p;
+    struct ccoip_peer_ss_t *ss; /* the shared-state listener and serving (ccoip_peer_shared.c) */
+    struct ccoip_peer_bench_t *bench; /* the benchmark listener (ccoip_peer_bench.c) */
+
+    /* The data plane (ccoip_coll.c): `ops` are the collectives in flight (by tag), the master-link
+     * thread routes COMMENCE/DONE/ABORT to them; the data links of every pool stream are made on
+     * first use after each topology round; `cache` holds the staging blocks. */
+    ccoip_colls_t colls;
+    reduce_cache_t *cache;
+    /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
+    reduce_cache_t *pinned;
+    pthread_mutex_t pinned_lock;
+};
+
+/* ccoip_coll.c */
+void ccoip_colls_init(pcclComm_t *comm); /* also registers comm->router */
+void ccoip_colls_shutdown(pcclComm_t *comm);    /* abort what runs, join the workers (destroy) */
+void ccoip_colls_free(pcclComm_t *comm);
+void ccoip_data_close(pcclComm_t *comm); /* stop the data links: before the p2p sockets close */
+void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag); /* from the master-link thread */
+/* From the master-link thread: hands COMMENCE / DONE to the op of its tag; true when taken. */
+bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p);
+/* True while any all-reduce (sync or async) is in flight or an async one is not yet awaited:
+ * pcclUpdateTopology, pcclArePeersPending, pcclOptimizeTopology and pcclSynchronizeSharedState
+ * answer pcclPendingAsyncOps then. */
+bool ccoip_ops_in_flight(const pcclComm_t *comm);
+/* Takes a slot for tag d->tag (pcclInvalidUsage when the tag is in flight or CCOIP_MAX_OPS are);
+ * an async one is queued for a worker at once. */
+pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                            bool async, ccoip_op_t **out);
+void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op);     /* INIT .. DONE; sets op->result, op->info */
+void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees a sync op's slot */
+/* Parks until the async op of `tag` finished, frees its slot, returns its result. */
+pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info);
+/* ccoip_watchdog.c: the collective timeout. init reads PCCL_COLLECTIVE_TIMEOUT_MS (at creation);
+ * tick, on the master-link thread, asks the master to abort every op that made no progress for
+ * the timeout, and returns the ms until it wants to look again. */
+void ccoip_watchdog_init(pcclComm_t *comm);
+void ccoip_watchdog_set(pcclComm_t *comm, uint32_t timeout_ms); /* 0: the default (10 min) */
+int64_t ccoip_watchdog_tick(pcclComm_t *comm, int64_t now_ms);
+
+/* Bumps comm->events and wakes the API thread. */
+void ccoip_peer_notify(pcclComm_t *comm);
+
+/* ccoip_peer_link.c */
+/* Connects, handshakes, JOINs with our listeners' ports, starts the thread. */
+pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_port, uint16_t bench_port);
+void ccoip_link_close(pcclComm_t *comm);         /* stop and join the thread, close the socket */
+ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p);
+/* Takes the oldest mailbox packet, waiting until deadline (<0: forever). CCOIP_ERR_CLOSED when
+ * the master link is gone or the communicator is stopping. */
+ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms);
+void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w);
+
+/* ccoip_peer_p2p.c */
+/* The data links run over the p2p sockets: call ccoip_data_close before stop and establish. */
+pcclResult_t ccoip_p2p_start(pcclComm_t *comm); /* bump-allocate the listener, start its thread */
+void ccoip_p2p_stop(pcclComm_t *comm);          /* join the thread, close every p2p socket */
+/* Drops the current links and connects the new ones of `info`; returns true when both links
+ * stand. Gives up early (false) when a TOPOLOGY_RESULT for this round arrives meanwhile; that
+ * packet is then returned in *early (type 0 otherwise). */
+bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early);
+
+/* ccoip_peer.c: one topology round as pcclUpdateTopology runs it (link to the neighbours of
+ * `info`, report, await the outcome); pcclOptimizeTopology adopts its new ring through it. */
+typedef enum ccoip_round_outcome_t {
+    CCOIP_ROUND_OK = 0,
+    CCOIP_ROUND_FAILED,
+    CCOIP_ROUND_MISMATCH,
+    CCOIP_ROUND_LOST
+} ccoip_round_outcome_t;
+ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info);
+
+/* A positive integer from the environment variable `name`; `def` when it is unset, empty, not a
+ * number or not positive. */
+int64_t ccoip_env_num(const char *name, int64_t def);
+
+#endif /* CCOIP_PEER_INT_H */

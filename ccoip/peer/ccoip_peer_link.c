@@ -1,0 +1,225 @@
+/* ccoip_peer_link.c: the peer's connection to the master. ccoip_link_open connects, handshakes
+ * and joins on the caller's thread; then the master-link thread owns all reads: it heartbeats,
+ * keeps the world sizes, pushes abort notices to the abort ring and to the op of their tag, hands
+ * COMMENCE / DONE to the op of their tag (ccoip_coll.c), everything else to the mailbox, and
+ * wakes the waiting thread through threadpark. Between reads it runs the collective watchdog
+ * (ccoip_watchdog.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/net/ccoip_conn.h"
+#include "ccoip/peer/ccoip_peer_bench.h"
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_peer_shared.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "log/log.h"
+#include "threadpark/threadpark.h"
+
+#define MOD "ccoip-peer"
+#define HEARTBEAT_MS 1000
+
+void ccoip_peer_notify(pcclComm_t *comm) {
+    atomic_fetch_add_explicit(&comm->events, 1, memory_order_release);
+    tpark_wake_all((const uint32_t *) &comm->events);
+}
+
+void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w) {
+    atomic_store(&comm->world[0], w->global_world_size);
+    atomic_store(&comm->world[1], w->group_world_size);
+    atomic_store(&comm->world[2], w->num_groups);
+    atomic_store(&comm->world[3], w->largest_group_world_size);
+}
+
+ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p) {
+    pthread_mutex_lock(&comm->send_lock);
+    ccoip_status_t st = ccoip_conn_send(comm->master_fd, p);
+    pthread_mutex_unlock(&comm->send_lock);
+    return st;
+}
+
+static bool mail_push(pcclComm_t *comm, ccoip_packet_t *p) {
+    pthread_mutex_lock(&comm->mail_lock);
+    bool ok = comm->mail_count < CCOIP_MAILBOX_SIZE;
+    if (ok) {
+        comm->mail[(comm->mail_head + comm->mail_count) % CCOIP_MAILBOX_SIZE] = *p;
+        comm->mail_count++;
+    }
+    pthread_mutex_unlock(&comm->mail_lock);
+    if (ok) ccoip_peer_notify(comm);
+    return ok;
+}
+
+static bool mail_pop(pcclComm_t *comm, ccoip_packet_t *out) {
+    pthread_mutex_lock(&comm->mail_lock);
+    bool ok = comm->mail_count > 0;
+    if (ok) {
+        *out = comm->mail[comm->mail_head];
+        comm->mail_head = (comm->mail_head + 1) % CCOIP_MAILBOX_SIZE;
+        comm->mail_count--;
+    }
+    pthread_mutex_unlock(&comm->mail_lock);
+    return ok;
+}
+
+ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms) {
+    for (;;) {
+        /* Read the word before looking: a push after the look changes it and ends the wait. */
+        uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        if (mail_pop(comm, out)) return CCOIP_OK;
+        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
+        int64_t timeout_ns = -1;
+        if (deadline_ms >= 0) {
+            int64_t left = deadline_ms - ccoip_now_ms();
+            if (left <= 0) return CCOIP_ERR_TIMEOUT;
+            timeout_ns = left * 1000000;
+        }
+        tpark_wait((const uint32_t *) &comm->events, seen, timeout_ns);
+    }
+}
+
+static void link_lost(pcclComm_t *comm, const char *why) {
+    if (!atomic_load(&comm->stopping)) LOG_ERROR(MOD, "lost the connection to the master: %s", why);
+    atomic_store(&comm->master_lost, true);
+    ccoip_abort_all(&comm->aborts);
+    if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
+    ccoip_peer_notify(comm);
+}
+
+static void *link_main(void *arg) {
+    pcclComm_t *comm = arg;
+    int64_t next_beat = ccoip_now_ms() + HEARTBEAT_MS;
+    ccoip_packet_t beat;
+    memset(&beat, 0, sizeof beat);
+    beat.type = CCOIP_PKT_C2M_HEARTBEAT;
+    int64_t next_check = ccoip_now_ms();
+    while (!atomic_load(&comm->stopping)) {
+        int64_t now = ccoip_now_ms();
+        if (now >= next_check) next_check = now + (comm->router.tick ? comm->router.tick(comm, now) : HEARTBEAT_MS);
+        int64_t wait = (next_beat < next_check ? next_beat : next_check) - now;
+        ccoip_status_t st = wait > 0 ? ccoip_sock_wait(comm->master_fd, comm->link_wake[0], (int) wait) : CCOIP_ERR_TIMEOUT;
+        if (st == CCOIP_ERR_CLOSED) break; /* woken to stop */
+        if (ccoip_now_ms() >= next_beat) {
+            if (ccoip_link_send(comm, &beat) != CCOIP_OK) {
+                link_lost(comm, "heartbeat could not be sent");
+                break;
+            }
+            next_beat += HEARTBEAT_MS;
+        }
+        if (st != CCOIP_OK) continue;
+        ccoip_packet_t p;
+        st = ccoip_conn_recv(comm->master_fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 30000);
+        if (st != CCOIP_OK) {
+            link_lost(comm, st == CCOIP_ERR_CLOSED ? "the master closed the connection" : ccoip_status_str(st));
+            break;
+        }
+        switch (p.type) {
+        case CCOIP_PKT_M2C_WORLD_UPDATE:
+            ccoip_world_store(comm, &p.u.world_update.world);
+            LOG_INFO(MOD, "world changed: %u peers, %u in our group", p.u.world_update.world.global_world_size,
+                     p.u.world_update.world.group_world_size);
+            ccoip_packet_free(&p);
+            break;
+        case CCOIP_PKT_M2C_COLLECTIVE_ABORT:
+            ccoip_abort_push(&comm->aborts, p.u.collective_abort.tag);
+            if (comm->router.abort != NULL) comm->router.abort(comm, false, p.u.collective_abort.tag);
+            ccoip_packet_free(&p);
+            break;
+        case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
+        case CCOIP_PKT_M2C_COLLECTIVE_DONE:
+            /* to the op of its tag, not the mailbox */
+            if (comm->router.route == NULL || !comm->router.route(comm, &p)) ccoip_packet_free(&p);
+            break;
+        case CCOIP_PKT_M2C_JOIN_RESPONSE:
+        case CCOIP_PKT_M2C_P2P_INFO:
+        case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
+        case CCOIP_PKT_M2C_PENDING_RESULT:
+        case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
+        case CCOIP_PKT_M2C_SHARED_STATE_DONE:
+        case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
+            if (!mail_push(comm, &p)) {
+                ccoip_packet_free(&p);
+                link_lost(comm, "the master sent more replies than were asked for");
+                return NULL;
+            }
+            break;
+        default:
+            LOG_ERROR(MOD, "the master sent %s, which a master never sends", ccoip_packet_name(p.type));
+            ccoip_packet_free(&p);
+            link_lost(comm, "protocol violation");
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_port, uint16_t bench_port) {
+    const ccoip_socket_address_t *addr = &comm->params.master_address;
+    char name[80];
+    ccoip_format_address(addr, name, sizeof name);
+    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_CONNECT_TIMEOUT_MS", 3000);
+    ccoip_status_t st = CCOIP_ERR_TIMEOUT;
+    int fd = -1;
+    /* Retry while nobody listens yet (a master starting up), within the deadline. */
+    while (fd < 0 && ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
+        int64_t left = deadline - ccoip_now_ms();
+        fd = ccoip_sock_connect(addr, (int) (left < 1000 ? left : 1000), &st);
+        if (fd < 0 && st != CCOIP_ERR_TIMEOUT) ccoip_sleep_ms(100);
+    }
+    if (fd < 0) {
+        LOG_ERROR(MOD, "cannot connect to the master at %s: %s", name, ccoip_status_str(st));
+        return pcclMasterConnectionFailed;
+    }
+    comm->master_fd = fd;
+    ccoip_hello_ack_t ack;
+    st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_now_ms() + 10000, "the master", &ack);
+    if (st != CCOIP_OK) {
+        LOG_ERROR(MOD, "handshake with the master at %s failed: %s", name, ccoip_status_str(st));
+        return pcclMasterConnectionFailed;
+    }
+    comm->uuid = ack.uuid;
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_JOIN;
+    p.u.join.peer_group = comm->params.peer_group;
+    p.u.join.p2p_port = p2p_port;
+    p.u.join.ss_port = ss_port;
+    p.u.join.bench_port = bench_port;
+    st = ccoip_conn_send(fd, &p);
+    ccoip_packet_t r;
+    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
+    if (st != CCOIP_OK) {
+        LOG_ERROR(MOD, "joining the master at %s failed: %s", name, ccoip_status_str(st));
+        return pcclMasterConnectionFailed;
+    }
+    uint8_t status = r.u.join_response.status;
+    bool is_join = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE;
+    ccoip_packet_free(&r);
+    if (!is_join || status != CCOIP_JOIN_OK) {
+        if (is_join && status == CCOIP_JOIN_LOOPBACK_MIX)
+            LOG_ERROR(MOD, "the master at %s refused us: loopback and non-loopback peers cannot share a run "
+                           "(connect every peer via the same kind of address)", name);
+        else LOG_ERROR(MOD, "the master at %s refused to register us", name);
+        return pcclMasterConnectionFailed;
+    }
+    if (!ccoip_wakeup_open(comm->link_wake)) return pcclInternalError;
+    if (pthread_create(&comm->link_thread, NULL, link_main, comm) != 0) {
+        LOG_ERROR(MOD, "cannot start the master-link thread");
+        return pcclInternalError;
+    }
+    comm->link_started = true;
+    return pcclSuccess;
+}
+
+void ccoip_link_close(pcclComm_t *comm) {
+    if (comm->link_started) {
+        ccoip_wakeup_signal(comm->link_wake[1]);
+        ccoip_sock_shutdown(comm->master_fd); /* also ends a read in progress */
+        pthread_join(comm->link_thread, NULL);
+        comm->link_started = false;
+    }
+    ccoip_wakeup_close(comm->link_wake);
+    ccoip_sock_close(comm->master_fd);
+    comm->master_fd = -1;
+    ccoip_packet_t p;
+    while (mail_pop(comm, &p)) ccoip_packet_free(&p);
+}

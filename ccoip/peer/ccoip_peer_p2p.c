@@ -1,0 +1,241 @@
+/* ccoip_peer_p2p.c: the peer's p2p listener and its ring links.
+ *
+ * The listener thread accepts, reads HELLO (role P2P) and P2P_BIND with a short deadline, and
+ * keeps the connection only when the master announced that UUID to us; everything else is
+ * answered with a refusal (where it was a valid HELLO), logged and closed. ccoip_p2p_establish
+ * (API thread) replaces the links on every topology round: it connects TX to the next neighbour,
+ * retrying while that neighbour has not yet heard of us, and waits for the RX arrival of the
+ * previous neighbour for this round. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/net/ccoip_conn.h"
+#include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/net/ccoip_socket.h"
+#include "log/log.h"
+#include "threadpark/threadpark.h"
+
+#define MOD "ccoip-p2p"
+#define HANDSHAKE_MS 2000
+#define FIRST_PORT 48149
+#define PORT_TRIES 2048
+
+static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
+
+/* One incoming connection, start to end: kept as an arrival or closed with one log line. */
+static void handle_incoming(void *ctx, int fd, const char *who) {
+    pcclComm_t *comm = ctx;
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    ccoip_uuid_t uuid;
+    char why[96];
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, deadline, &uuid, why, sizeof why)) {
+        LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    pthread_mutex_lock(&p2p->lock);
+    bool known = false;
+    for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &uuid);
+    pthread_mutex_unlock(&p2p->lock);
+    if (!known) {
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_UNKNOWN_PEER, NULL);
+        LOG_DEBUG(MOD, "refused p2p connection from %s: peer not announced by the master", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_packet_t p;
+    ccoip_status_t st = ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid);
+    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+    if (st != CCOIP_OK || p.type != CCOIP_PKT_P2P_BIND) {
+        if (st == CCOIP_OK) ccoip_packet_free(&p);
+        LOG_WARN(MOD, "refused p2p connection from %s: no P2P_BIND after the handshake", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    if (p.u.p2p_bind.stream >= p.u.p2p_bind.streams) {
+        LOG_WARN(MOD, "refused p2p connection from %s: P2P_BIND stream %u of %u", who, p.u.p2p_bind.stream,
+                 p.u.p2p_bind.streams);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_arrival_t a = {fd, uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams};
+    pthread_mutex_lock(&p2p->lock);
+    if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
+        ccoip_sock_close(p2p->arrivals[0].fd);
+        memmove(&p2p->arrivals[0], &p2p->arrivals[1], (CCOIP_MAX_ARRIVALS - 1) * sizeof a);
+        p2p->narrivals--;
+    }
+    p2p->arrivals[p2p->narrivals++] = a;
+    pthread_mutex_unlock(&p2p->lock);
+    ccoip_peer_notify(comm);
+}
+
+pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
+    /* The family the master sees us by. */
+    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    return ccoip_listener_start(&comm->p2p.listener, comm->params.master_address.inet.protocol,
+                                (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, handle_incoming, comm, "p2p")
+               ? pcclSuccess
+               : pcclInternalError;
+}
+
+static void close_links(pcclComm_t *comm) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    for (uint32_t i = 0; i < p2p->links.ntx; i++) ccoip_sock_close(p2p->links.tx_fds[i]);
+    for (uint32_t i = 0; i < p2p->links.nrx; i++) ccoip_sock_close(p2p->links.rx_fds[i]);
+    p2p->links.ntx = p2p->links.nrx = 0;
+    p2p->links.tx.fd = p2p->links.rx.fd = -1;
+}
+
+void ccoip_p2p_stop(pcclComm_t *comm) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    ccoip_listener_stop(&p2p->listener);
+    close_links(comm);
+    for (int i = 0; i < p2p->narrivals; i++) ccoip_sock_close(p2p->arrivals[i].fd);
+    p2p->narrivals = 0;
+}
+
+/* A TOPOLOGY_RESULT (the round ended without us) or link loss while we connect. */
+static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
+    if (ccoip_link_wait_mail(comm, early, 0) == CCOIP_OK) return true;
+    return atomic_load(&comm->master_lost) || atomic_load(&comm->stopping);
+}
+
+static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t stream,
+                      uint32_t streams, int64_t deadline, ccoip_packet_t *early) {
+    ccoip_socket_address_t a = {e->addr, e->p2p_port};
+    char name[80];
+    ccoip_format_address(&a, name, sizeof name);
+    ccoip_status_t st = CCOIP_ERR_TIMEOUT;
+    while (ccoip_now_ms() < deadline) {
+        if (interrupted(comm, early)) return -1;
+        int64_t left = deadline - ccoip_now_ms();
+        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
+        if (fd < 0) {
+            ccoip_sleep_ms(20);
+            continue;
+        }
+        ccoip_hello_ack_t ack;
+        memset(&ack, 0, sizeof ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        if (st == CCOIP_OK) {
+            ccoip_packet_t bind;
+            memset(&bind, 0, sizeof bind);
+            bind.type = CCOIP_PKT_P2P_BIND;
+            bind.u.p2p_bind.round = round;
+            bind.u.p2p_bind.stream = (uint8_t) stream;
+            bind.u.p2p_bind.streams = (uint8_t) streams;
+            st = ccoip_conn_send(fd, &bind);
+            if (st == CCOIP_OK) return fd;
+        }
+        ccoip_sock_close(fd);
+        /* UNKNOWN_PEER: it has not processed its P2P_INFO yet; a timeout: its listener was busy
+         * (a slow stranger). Both pass; any other refusal is final. */
+        if (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER) break;
+        if (st == CCOIP_ERR_INVALID) break;
+        ccoip_sleep_ms(10);
+    }
+    LOG_WARN(MOD, "cannot connect to ring neighbour %s: %s", name, ccoip_status_str(st));
+    return -1;
+}
+
+/* Waits for every connection of the previous neighbour's pool for this round (its P2P_BIND says
+ * how many); fills rx_fds/nrx. False on timeout or interruption (what arrived is kept in links). */
+static bool await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
+                     ccoip_packet_t *early) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    ccoip_p2p_links_t *l = &p2p->links;
+    uint32_t want = 0; /* 0 until the first arrival tells the pool size */
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        pthread_mutex_lock(&p2p->lock);
+        for (int i = 0; i < p2p->narrivals;) {
+            ccoip_arrival_t *a = &p2p->arrivals[i];
+            bool mine = a->round == round && uuid_eq(&a->uuid, &e->uuid);
+            bool fits = mine && (want == 0 || (a->streams == want && l->rx_fds[a->stream] < 0));
+            if (!fits) {
+                if (mine) { /* a duplicate or a pool size that changed mid-round: protocol error */
+                    LOG_WARN(MOD, "ring neighbour on port %u sent a conflicting stream %u of %u", e->p2p_port,
+                             a->stream, a->streams);
+                    ccoip_sock_close(a->fd);
+                    memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
+                    p2p->narrivals--;
+                    continue;
+                }
+                i++;
+                continue;
+            }
+            if (want == 0) {
+                want = a->streams;
+                for (uint32_t k = 0; k < want; k++) l->rx_fds[k] = -1;
+                l->nrx = want;
+            }
+            l->rx_fds[a->stream] = a->fd;
+            memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
+            p2p->narrivals--;
+        }
+        pthread_mutex_unlock(&p2p->lock);
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < want; k++) have += l->rx_fds[k] >= 0;
+        if (want > 0 && have == want) {
+            l->rx.fd = l->rx_fds[0];
+            return true;
+        }
+        if (interrupted(comm, early)) return false;
+        int64_t left = deadline - ccoip_now_ms();
+        if (left <= 0) {
+            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time (%u of %u streams)", e->p2p_port,
+                     have, want);
+            return false;
+        }
+        tpark_wait((const uint32_t *) &comm->events, seen, left * 1000000);
+    }
+}
+
+bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    memset(early, 0, sizeof *early);
+    const ccoip_peer_entry_t *tx = NULL, *rx = NULL;
+    for (uint32_t i = 0; i < info->count; i++) {
+        if ((info->peers[i].flags & CCOIP_PEER_CONNECT_TO) && tx == NULL) tx = &info->peers[i];
+        if ((info->peers[i].flags & CCOIP_PEER_ACCEPT_FROM) && rx == NULL) rx = &info->peers[i];
+    }
+    /* Announce who may connect now, and forget connections of earlier rounds. */
+    pthread_mutex_lock(&p2p->lock);
+    p2p->nallowed = 0;
+    if (rx != NULL) p2p->allowed[p2p->nallowed++] = rx->uuid;
+    for (int i = 0; i < p2p->narrivals;) {
+        if (p2p->arrivals[i].round < info->round) {
+            ccoip_sock_close(p2p->arrivals[i].fd);
+            p2p->arrivals[i] = p2p->arrivals[--p2p->narrivals];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&p2p->lock);
+    close_links(comm);
+    p2p->links.epoch = info->round;
+    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_P2P_TIMEOUT_MS", 10000);
+    uint32_t pool = comm->params.p2p_connection_pool_size;
+    if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
+    if (tx != NULL) {
+        p2p->links.tx.peer = tx->uuid;
+        for (uint32_t i = 0; i < pool; i++) {
+            int fd = connect_tx(comm, tx, info->round, i, pool, deadline, early);
+            if (fd < 0) return false;
+            p2p->links.tx_fds[p2p->links.ntx++] = fd;
+        }
+        p2p->links.tx.fd = p2p->links.tx_fds[0];
+    }
+    if (rx != NULL) {
+        p2p->links.rx.peer = rx->uuid;
+        bool ok = await_rx(comm, rx, info->round, deadline, early);
+        if (!ok) { /* close what came: the links hold only complete pools */
+            for (uint32_t k = 0; k < p2p->links.nrx; k++) ccoip_sock_close(p2p->links.rx_fds[k]);
+            p2p->links.nrx = 0;
+            return false;
+        }
+    }
+    return true;
+}

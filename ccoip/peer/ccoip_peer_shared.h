@@ -1,0 +1,51 @@
+/* ccoip_peer_shared.h: the peer's shared-state transfers (ccoip_peer_shared.c): a listener that
+ * serves the tensors of the sync in progress to the peers the master announced, and the fetch of
+ * tensors from other peers' listeners. pccl_shared_state.c drives both from the API thread.
+ *
+ * Stream on a shared-state connection: HELLO (role SHARED_STATE, our UUID) -> HELLO_ACK,
+ * SS_REQUEST (names) -> SS_HEADER (status, names and sizes), then the raw bytes of every tensor
+ * in the header's order, straight from the server's tensors into the receiver's. */
+#ifndef CCOIP_PEER_SHARED_H
+#define CCOIP_PEER_SHARED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/wire/ccoip_packets.h"
+#include "pccl.h"
+
+/* The listener and serving state of one communicator (pcclComm_t.ss). */
+typedef struct ccoip_peer_ss_t ccoip_peer_ss_t;
+
+/* One tensor of the sync in progress. Slots are kept sorted by name (ccoip_ss_find). */
+typedef struct ccoip_ss_slot_t {
+    const char *name;
+    void *data;     /* the user's memory (host or CUDA device) */
+    uint64_t bytes;
+    bool device;    /* CUDA memory: staged through a host buffer */
+} ccoip_ss_slot_t;
+
+/* The listener: started by pcclConnect (its port goes to the master in C2M_JOIN), stopped by
+ * pcclDestroyCommunicator. */
+pcclResult_t ccoip_ss_start(pcclComm_t *comm);
+void ccoip_ss_stop(pcclComm_t *comm);
+uint16_t ccoip_ss_port(const pcclComm_t *comm);
+
+/* Serving, for one sync: begin (slots stay the caller's and must outlive serve_end), allow the
+ * peers the master announced, end (refuses new requests, cuts what still runs, joins every
+ * serving thread; returns the tensor bytes sent since begin). */
+void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n);
+void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n);
+uint64_t ccoip_ss_serve_end(pcclComm_t *comm);
+
+const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
+
+/* Fetches the n tensors of `fetch` that name one distributor (all entries share its UUID) into
+ * their slots; *rx counts the tensor bytes received. pcclRankConnectionLost when the distributor
+ * cannot be reached, dies or stalls; pcclInternalError when it answers nonsense. Hashes are the
+ * caller's to check. */
+pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fetch, uint32_t n,
+                            const ccoip_ss_slot_t *slots, size_t nslots, uint64_t *rx);
+
+#endif /* CCOIP_PEER_SHARED_H */

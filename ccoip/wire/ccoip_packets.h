@@ -1,0 +1,394 @@
+/* ccoip_packets.h: every control packet of the ccoip protocol, as C structs, and the one codec
+ * that turns them into frames and back (ccoip_packets.c, driven by a layout table).
+ *
+ * Type numbers are grouped by direction; the gaps are kept for later work:
+ *   0x00xx handshake (any connection)
+ *   0x01xx peer -> master      0x0110.. collectives, 0x0120.. shared state, 0x0130.. bandwidth
+ *   0x02xx master -> peer      0x0210.. collectives, 0x0220.. shared state, 0x0230.. bandwidth
+ *   0x03xx peer <-> peer control on p2p / shared-state / benchmark connections
+ * See ccoip/README.md for the protocol as a whole. */
+#ifndef CCOIP_PACKETS_H
+#define CCOIP_PACKETS_H
+
+#include <stdint.h>
+
+#include "ccoip/wire/ccoip_wire.h"
+#include "ccoip_inet.h"
+
+#define CCOIP_MAGIC 0x43434F50u /* "CCOP" */
+#define CCOIP_PROTOCOL_VERSION 1u
+/* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
+#define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
+/* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
+ * topologies may add more). */
+#define CCOIP_MAX_PEER_ENTRIES 1024u
+
+typedef enum ccoip_packet_type_t {
+    CCOIP_PKT_HELLO = 0x0001,
+    CCOIP_PKT_HELLO_ACK = 0x0002,
+
+    CCOIP_PKT_C2M_JOIN = 0x0101,
+    CCOIP_PKT_C2M_VOTE_ACCEPT = 0x0102,  /* pcclUpdateTopology */
+    CCOIP_PKT_C2M_P2P_ESTABLISHED = 0x0103,
+    CCOIP_PKT_C2M_VOTE_PENDING = 0x0104, /* pcclArePeersPending */
+    CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
+    CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
+    CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
+    CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
+    CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
+    CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
+    CCOIP_PKT_C2M_SHARED_STATE_ABORT = 0x0122,  /* its watchdog: no RESULT within the collective timeout */
+    CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY = 0x0130,   /* pcclOptimizeTopology: the vote */
+    CCOIP_PKT_C2M_BANDWIDTH_REPORT = 0x0131,    /* the rates measured in one step */
+
+    CCOIP_PKT_M2C_JOIN_RESPONSE = 0x0201,
+    CCOIP_PKT_M2C_P2P_INFO = 0x0202,
+    CCOIP_PKT_M2C_TOPOLOGY_RESULT = 0x0203,
+    CCOIP_PKT_M2C_PENDING_RESULT = 0x0204,
+    CCOIP_PKT_M2C_WORLD_UPDATE = 0x0205,
+    CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210,
+    CCOIP_PKT_M2C_COLLECTIVE_COMMENCE = 0x0211, /* every member asked: go (or why not) */
+    CCOIP_PKT_M2C_COLLECTIVE_DONE = 0x0212,     /* every member finished: the shared outcome */
+    CCOIP_PKT_M2C_SHARED_STATE_RESULT = 0x0220, /* the election: what to fetch, whom to serve */
+    CCOIP_PKT_M2C_SHARED_STATE_DONE = 0x0221,   /* every member finished its transfers */
+    CCOIP_PKT_M2C_BANDWIDTH_REQUEST = 0x0230,   /* whom to measure in this step, who may connect */
+
+    CCOIP_PKT_P2P_BIND = 0x0301, /* after HELLO on a p2p link: which topology round it serves */
+    CCOIP_PKT_SS_REQUEST = 0x0302, /* after HELLO on a shared-state connection: tensors wanted */
+    CCOIP_PKT_SS_HEADER = 0x0303,  /* the answer: names and sizes, then the raw bytes follow */
+    CCOIP_PKT_BENCH_DONE = 0x0304  /* benchmark receiver -> sender after EOF: bytes and time seen */
+} ccoip_packet_type_t;
+
+typedef enum ccoip_role_t {
+    CCOIP_ROLE_PEER_TO_MASTER = 1,
+    CCOIP_ROLE_P2P = 2,
+    CCOIP_ROLE_SHARED_STATE = 3,
+    CCOIP_ROLE_BENCHMARK = 4
+} ccoip_role_t;
+
+typedef enum ccoip_hello_status_t {
+    CCOIP_HELLO_OK = 0,
+    CCOIP_HELLO_BAD_MAGIC = 1,
+    CCOIP_HELLO_BAD_VERSION = 2,
+    CCOIP_HELLO_BAD_ROLE = 3,
+    CCOIP_HELLO_UNKNOWN_PEER = 4, /* p2p: the master has not announced this UUID to us */
+    CCOIP_HELLO_BUSY = 5          /* shutting down, or over a limit */
+} ccoip_hello_status_t;
+
+typedef enum ccoip_join_status_t {
+    CCOIP_JOIN_OK = 0,
+    CCOIP_JOIN_LOOPBACK_MIX = 1, /* loopback and non-loopback peers cannot share a run */
+    CCOIP_JOIN_BAD_STATE = 2
+} ccoip_join_status_t;
+
+typedef enum ccoip_result_status_t {
+    CCOIP_RESULT_OK = 0,
+    CCOIP_RESULT_FAILED = 1,   /* a p2p connection failed or a participant dropped: retry */
+    CCOIP_RESULT_MISMATCH = 2, /* accepted peers voted for different things */
+    CCOIP_RESULT_TIMEOUT = 3   /* collectives only: a member's watchdog aborted it (pcclCollectiveTimeout) */
+} ccoip_result_status_t;
+
+/* Flags of a neighbour entry: what this peer does with it. */
+#define CCOIP_PEER_CONNECT_TO 1u  /* open our TX link to its p2p listener */
+#define CCOIP_PEER_ACCEPT_FROM 2u /* accept its TX link as our RX */
+
+typedef struct ccoip_uuid_t {
+    uint8_t b[16];
+} ccoip_uuid_t;
+
+typedef struct ccoip_hello_t {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t role;       /* ccoip_role_t */
+    ccoip_uuid_t uuid;  /* zero towards the master: the master assigns one */
+} ccoip_hello_t;
+
+typedef struct ccoip_hello_ack_t {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t status;    /* ccoip_hello_status_t */
+    ccoip_uuid_t uuid; /* the UUID the master assigned; echo on p2p */
+} ccoip_hello_ack_t;
+
+typedef struct ccoip_join_t {
+    uint32_t peer_group;
+    uint16_t p2p_port;
+    uint16_t ss_port;    /* 0: no shared-state listener yet */
+    uint16_t bench_port; /* 0: no benchmark listener yet */
+} ccoip_join_t;
+
+typedef struct ccoip_join_response_t {
+    uint8_t status; /* ccoip_join_status_t */
+} ccoip_join_response_t;
+
+typedef struct ccoip_world_t {
+    uint32_t global_world_size;
+    uint32_t group_world_size;
+    uint32_t num_groups;
+    uint32_t largest_group_world_size;
+} ccoip_world_t;
+
+typedef struct ccoip_peer_entry_t {
+    ccoip_uuid_t uuid;
+    uint8_t flags; /* CCOIP_PEER_* */
+    ccoip_inet_address_t addr;
+    uint16_t p2p_port;
+    uint16_t ss_port;
+    uint16_t bench_port;
+} ccoip_peer_entry_t;
+
+typedef struct ccoip_p2p_info_t {
+    uint64_t round;
+    uint32_t count;
+    ccoip_peer_entry_t *peers; /* owned; ccoip_packet_free releases it */
+} ccoip_p2p_info_t;
+
+typedef struct ccoip_p2p_established_t {
+    uint64_t round;
+    uint8_t ok;
+} ccoip_p2p_established_t;
+
+typedef struct ccoip_topology_result_t {
+    uint64_t round;
+    uint8_t status; /* ccoip_result_status_t */
+    ccoip_world_t world;
+} ccoip_topology_result_t;
+
+typedef struct ccoip_pending_result_t {
+    uint8_t status; /* ccoip_result_status_t */
+    uint8_t pending;
+} ccoip_pending_result_t;
+
+typedef struct ccoip_world_update_t {
+    ccoip_world_t world;
+} ccoip_world_update_t;
+
+/* M2C_COLLECTIVE_ABORT (stop the ring of `tag`) and C2M_COLLECTIVE_ABORT (the watchdog). */
+typedef struct ccoip_collective_abort_t {
+    uint64_t tag;
+} ccoip_collective_abort_t;
+
+/* An all-reduce as every member must describe it identically. */
+typedef struct ccoip_collective_init_t {
+    uint64_t tag;
+    uint64_t count;
+    uint8_t dtype;       /* pcclDataType_t */
+    uint8_t op;          /* pcclRedOp_t */
+    uint8_t quant_dtype; /* pcclDataType_t */
+    uint8_t quant_algo;  /* pcclQuantizationAlgorithm_t */
+} ccoip_collective_init_t;
+
+typedef struct ccoip_collective_complete_t {
+    uint64_t tag;
+    uint8_t ok;
+} ccoip_collective_complete_t;
+
+typedef struct ccoip_collective_commence_t {
+    uint64_t tag;
+    uint8_t status; /* ccoip_result_status_t: FAILED when the ring lost a member since the last
+                       topology round, MISMATCH when members described it differently,
+                       TIMEOUT when a member's watchdog gave up waiting for the others */
+    uint32_t rank;  /* position in the group's ring */
+    uint32_t world; /* members of the ring */
+} ccoip_collective_commence_t;
+
+typedef struct ccoip_collective_done_t {
+    uint64_t tag;
+    uint8_t status; /* ccoip_result_status_t: FAILED when any member failed or left, TIMEOUT
+                       when a member's watchdog aborted it */
+} ccoip_collective_done_t;
+
+typedef struct ccoip_p2p_bind_t {
+    uint64_t round;
+    uint8_t stream;  /* this connection's index in the sender's pool, < streams */
+    uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..16 */
+} ccoip_p2p_bind_t;
+
+/* ---- Shared state (pcclSynchronizeSharedState; ccoip/README.md "Shared state") ---- */
+
+#define CCOIP_MAX_SS_TENSORS 65536u /* tensors in one shared state */
+#define CCOIP_MAX_SS_NAME 1024u     /* bytes of a tensor name (no NUL bytes inside) */
+
+typedef enum ccoip_hash_kind_t {
+    CCOIP_HASH_XXH3 = 0,  /* host memory */
+    CCOIP_HASH_SIMPLE = 1 /* device memory (hash/SIMPLEHASH.md) */
+} ccoip_hash_kind_t;
+
+typedef enum ccoip_ss_status_t {
+    CCOIP_SS_OK = 0,
+    CCOIP_SS_NO_CONTENT = 1, /* no peer can offer content (pcclNoSharedStateAvailable) */
+    CCOIP_SS_REVISION = 2,   /* the revision broke the rule: `expected` says what was due */
+    CCOIP_SS_MISMATCH = 3,   /* the tensor set differs from the others': `detail` names a tensor */
+    CCOIP_SS_KICKED = 4,     /* SEND_ONLY without the popular content (`detail`); connection closed */
+    CCOIP_SS_FAILED = 5,     /* the sync could not run (e.g. a duplicate tensor name) */
+    CCOIP_SS_TIMEOUT = 6     /* a member's watchdog ended the sync: not every member called it */
+} ccoip_ss_status_t;
+
+/* Every string on the wire is `u16 length | bytes`; decoded strings are malloc'd and
+ * NUL-terminated (ccoip_packet_free releases them). */
+typedef struct ccoip_ss_tensor_t {
+    char *name;
+    uint64_t hash;
+    uint8_t hash_kind; /* ccoip_hash_kind_t */
+    uint8_t dtype;     /* pcclDataType_t */
+    uint64_t count;    /* elements */
+    uint8_t allow_inequality;
+} ccoip_ss_tensor_t;
+
+typedef struct ccoip_ss_sync_t {
+    uint64_t revision;
+    uint8_t strategy; /* pcclSharedStateSyncStrategy_t */
+    uint32_t count;
+    ccoip_ss_tensor_t *tensors;
+} ccoip_ss_sync_t;
+
+typedef struct ccoip_ss_done_t {
+    uint8_t ok;
+} ccoip_ss_done_t;
+
+/* One tensor to fetch: its elected content and the peer to fetch it from. */
+typedef struct ccoip_ss_fetch_t {
+    char *name;
+    uint8_t hash_kind;
+    uint64_t hash;
+    ccoip_uuid_t uuid;
+    ccoip_inet_address_t addr;
+    uint16_t ss_port;
+} ccoip_ss_fetch_t;
+
+/* A peer allowed to connect to our shared-state listener for this sync. */
+typedef struct ccoip_ss_client_t {
+    ccoip_uuid_t uuid;
+} ccoip_ss_client_t;
+
+typedef struct ccoip_ss_result_t {
+    uint8_t status;    /* ccoip_ss_status_t */
+    uint64_t revision; /* the elected revision: the peer's revision after a successful sync */
+    uint64_t expected; /* CCOIP_SS_REVISION: the revision that was due */
+    char *detail;      /* a tensor name for MISMATCH / KICKED, else empty */
+    uint32_t nfetch;
+    ccoip_ss_fetch_t *fetch;
+    uint32_t nserve;
+    ccoip_ss_client_t *serve;
+} ccoip_ss_result_t;
+
+typedef struct ccoip_ss_master_done_t {
+    uint8_t status; /* ccoip_result_status_t; informational: outcomes are per peer */
+} ccoip_ss_master_done_t;
+
+typedef struct ccoip_ss_name_t {
+    char *name;
+} ccoip_ss_name_t;
+
+typedef struct ccoip_ss_request_t {
+    uint32_t count;
+    ccoip_ss_name_t *names;
+} ccoip_ss_request_t;
+
+typedef enum ccoip_ss_header_status_t {
+    CCOIP_SSH_OK = 0,
+    CCOIP_SSH_UNKNOWN_TENSOR = 1, /* a requested name is not in the state being served */
+    CCOIP_SSH_NOT_SERVING = 2     /* the sync this request belongs to is over */
+} ccoip_ss_header_status_t;
+
+typedef struct ccoip_ss_item_t {
+    char *name;
+    uint64_t size; /* bytes */
+} ccoip_ss_item_t;
+
+typedef struct ccoip_ss_header_t {
+    uint8_t status; /* ccoip_ss_header_status_t */
+    uint32_t count;
+    ccoip_ss_item_t *items;
+} ccoip_ss_header_t;
+
+/* ---- Topology optimisation (pcclOptimizeTopology; ccoip/README.md "Topology optimisation") ---- */
+
+#define CCOIP_MAX_BENCH_MS 10000u /* the longest measurement the master may ask for */
+
+/* A peer to measure: connect to its benchmark listener and stream to it. */
+typedef struct ccoip_bench_target_t {
+    ccoip_uuid_t uuid;
+    ccoip_inet_address_t addr;
+    uint16_t bench_port;
+} ccoip_bench_target_t;
+
+/* A peer that may connect to our benchmark listener in this session. */
+typedef struct ccoip_bench_sender_t {
+    ccoip_uuid_t uuid;
+} ccoip_bench_sender_t;
+
+typedef struct ccoip_bench_request_t {
+    uint64_t session;     /* one pcclOptimizeTopology */
+    uint32_t step;        /* measurement step within it */
+    uint32_t duration_ms; /* how long to stream to each target, 1..CCOIP_MAX_BENCH_MS */
+    uint32_t ntargets;
+    ccoip_bench_target_t *targets; /* measure these, one after another */
+    uint32_t nsenders;
+    ccoip_bench_sender_t *senders;
+} ccoip_bench_request_t;
+
+typedef struct ccoip_bench_result_t {
+    ccoip_uuid_t uuid;   /* the target */
+    uint64_t bits_per_s; /* 0: the measurement failed */
+} ccoip_bench_result_t;
+
+typedef struct ccoip_bench_report_t {
+    uint64_t session;
+    uint32_t step;
+    uint32_t count;
+    ccoip_bench_result_t *results;
+} ccoip_bench_report_t;
+
+typedef struct ccoip_bench_done_t {
+    uint64_t bytes;      /* received from the first byte to EOF */
+    uint64_t elapsed_us; /* from the first byte to EOF, on the receiver's clock */
+} ccoip_bench_done_t;
+
+typedef struct ccoip_packet_t {
+    uint16_t type;
+    union {
+        ccoip_hello_t hello;
+        ccoip_hello_ack_t hello_ack;
+        ccoip_join_t join;
+        ccoip_join_response_t join_response;
+        ccoip_p2p_info_t p2p_info;
+        ccoip_p2p_established_t p2p_established;
+        ccoip_topology_result_t topology_result;
+        ccoip_pending_result_t pending_result;
+        ccoip_world_update_t world_update;
+        ccoip_collective_abort_t collective_abort;
+        ccoip_collective_init_t collective_init;
+        ccoip_collective_complete_t collective_complete;
+        ccoip_collective_commence_t collective_commence;
+        ccoip_collective_done_t collective_done;
+        ccoip_p2p_bind_t p2p_bind;
+        ccoip_ss_sync_t ss_sync;
+        ccoip_ss_done_t ss_done;
+        ccoip_ss_result_t ss_result;
+        ccoip_ss_master_done_t ss_master_done;
+        ccoip_ss_request_t ss_request;
+        ccoip_ss_header_t ss_header;
+        ccoip_bench_request_t bench_request;
+        ccoip_bench_report_t bench_report;
+        ccoip_bench_done_t bench_done;
+    } u;
+} ccoip_packet_t;
+
+/* The name of a packet type ("HELLO", "C2M_JOIN", ...), or NULL for an unknown type. */
+const char *ccoip_packet_name(uint16_t type);
+
+/* Decodes one payload. On CCOIP_OK *out is filled (call ccoip_packet_free when done); on error
+ * nothing is owned. Every value is range-checked; trailing bytes are an error (except after
+ * HELLO/HELLO_ACK, which later versions may extend). */
+ccoip_status_t ccoip_packet_decode(uint16_t type, const uint8_t *payload, size_t len, ccoip_packet_t *out);
+
+/* Appends one whole frame (header and payload) for p to w. */
+ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w);
+
+void ccoip_packet_free(ccoip_packet_t *p);
+
+/* Shorthands for packets without a body. */
+ccoip_status_t ccoip_packet_encode_empty(uint16_t type, ccoip_writer_t *w);
+
+#endif /* CCOIP_PACKETS_H */
