@@ -14,7 +14,7 @@ bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 rm -rf build/gpu
 mkdir -p build/gpu
 for t in $tests; do cp -f "$bin/tests/cuda/$t" build/gpu/; done
-cp -f "$bin/bench/cuda/cuda_bench" "$bin/ccoip/pccl-master" build/gpu/
+cp -f "$bin/bench/cuda/cuda_bench" "$bin/ccoip/master/pccl-master" build/gpu/
 # The Python package with the CUDA flavour of libpccl.so (and the libuv it links) inside it.
 mkdir -p build/gpu/python/tests
 cp -rf python/pccl build/gpu/python/

@@ -9,7 +9,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
 [ -d "$rf" ] || rf=$here/../..   # run from the source tree
-master=$rf/ccoip/pccl-master
+master=$rf/ccoip/master/pccl-master
 peer=$rf/bench/allreduce/ar_bench_peer
 drv=$rf/bench/allreduce/ar_bench
 tcp=$rf/bench/allreduce/tcp_bench

@@ -7,7 +7,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
 [ -d "$rf" ] || rf=$here/../..
-master=$rf/ccoip/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$rf/bench/allreduce/ar_bench
+master=$rf/ccoip/master/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$rf/bench/allreduce/ar_bench
 TCP_BENCH=$rf/bench/allreduce/tcp_bench GLOO_BENCH=$rf/bench/allreduce/gloo_bench.py
 . "$rf/bench/allreduce/netns_lib.sh"
 trap 'ns_cleanup' EXIT INT TERM

@@ -5,4 +5,4 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
 [ -d "$rf" ] || rf=$here/../..
-exec "$rf/tests/topology/topo_netns_test" "$rf/ccoip/pccl-master" "$rf/tests/topology/topo_peer" --bench
+exec "$rf/tests/topology/topo_netns_test" "$rf/ccoip/master/pccl-master" "$rf/tests/topology/topo_peer" --bench

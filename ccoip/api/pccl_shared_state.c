@@ -2,7 +2,7 @@
  * the master (C2M_SHARED_STATE_SYNC -> M2C_SHARED_STATE_RESULT, C2M_SHARED_STATE_DONE ->
  * M2C_SHARED_STATE_DONE), and, between the two, serving what others fetch from us and fetching
  * what differs (ccoip_peer_shared.c), then re-hashing what arrived. The rules the master applies
- * are in ccoip_master_shared.c and README.md ("Shared state"). */
+ * are in ccoip_master_shared.c and docs/shared-state.md. */
 #include <stdlib.h>
 #include <string.h>
 

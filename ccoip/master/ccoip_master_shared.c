@@ -9,7 +9,7 @@
  * M2C_SHARED_STATE_DONE, so that a distributor keeps serving until every receiver is through.
  * Outcomes are per peer: a receiver whose distributor died fails, the others succeed.
  *
- * The revision rule (README.md "Shared state"): R is the highest revision that a current member
+ * The revision rule (docs/shared-state.md): R is the highest revision that a current member
  * of the group has synced successfully (none when no member has synced yet). The sync's revision
  * E is R + 1, or, without R, the highest revision given by a peer that may send. A peer that has
  * synced before must give its last revision + 1; nobody may give more than E. A peer below E is

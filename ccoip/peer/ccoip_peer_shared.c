@@ -308,7 +308,7 @@ pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ss->stall_ms = ccoip_env_num("PCCL_SS_TIMEOUT_MS", 30000);
     pthread_mutex_init(&ss->lock, NULL);
     comm->ss = ss;
-    /* Right above the p2p listener: the same bump allocation (README "Default ports"). */
+    /* Right above the p2p listener: the same bump allocation (PCCL_P2P_FIRST_PORT and up). */
     uint16_t first = comm->p2p.listener.port < 65535 ? (uint16_t) (comm->p2p.listener.port + 1) : 48150;
     return ccoip_listener_start(&ss->listener, comm->params.master_address.inet.protocol, first, PORT_TRIES,
                                 handle_incoming, comm, "shared-state")

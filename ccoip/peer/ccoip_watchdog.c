@@ -20,7 +20,7 @@
 #include "log/log.h"
 
 #define MOD "pccl"
-#define DEFAULT_TIMEOUT_MS 600000u /* 10 minutes: see README.md "Collective timeout" */
+#define DEFAULT_TIMEOUT_MS 600000u /* 10 minutes: see docs/failures.md */
 #define MAX_PERIOD_MS 1000
 #define MIN_PERIOD_MS 5
 

@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-timeout -s KILL $((limit + 10)) env --default-signal ccoip/pccl-master --listen 127.0.0.1:0 \
+timeout -s KILL $((limit + 10)) env --default-signal ccoip/master/pccl-master --listen 127.0.0.1:0 \
     --log-level info > "$out/master.log" 2>&1 &
 groups="$groups $!"
 port=""

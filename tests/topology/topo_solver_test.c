@@ -1,4 +1,4 @@
-/* topo_solver_test: the ring-order solver of pcclOptimizeTopology (ccoip/ccoip_master_topo.c).
+/* topo_solver_test: the ring-order solver of pcclOptimizeTopology (ccoip/master/ccoip_master_topo.c).
  * Exact sizes against brute force over every ring; the heuristic on planted rings; validity. */
 #include <math.h>
 #include <stdlib.h>
