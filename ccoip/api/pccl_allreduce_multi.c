@@ -16,6 +16,9 @@
 
 #define MOD "pccl"
 #define FN "pcclAllReduceMultipleWithRetry"
+/* Up to this many descriptors the per-op flags live on the stack: a training step's call
+ * allocates nothing (docs/memory.md); beyond it, one malloc per call. */
+#define STACK_OPS 1024
 
 /* Results after which a retry cannot help. */
 static bool fatal(pcclResult_t r) { return r != pcclSuccess && r != pcclRankConnectionLost; }
@@ -93,7 +96,8 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
     pcclComm_t *comm = (pcclComm_t *) communicator;
     uint32_t window = max_in_flight > CCOIP_MAX_OPS ? CCOIP_MAX_OPS : (uint32_t) max_in_flight;
     pcclReduceInfo_t total = {atomic_load(&comm->world[1]), 0, 0};
-    bool *pending = malloc(count ? count : 1);
+    bool on_stack[STACK_OPS];
+    bool *pending = count <= STACK_OPS ? on_stack : malloc(count);
     if (pending == NULL) return pcclInternalError;
     memset(pending, 1, count);
     size_t left = count;
@@ -116,7 +120,7 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
         for (size_t i = 0; i < count; i++) left += pending[i];
         if (res != pcclSuccess) break;
     }
-    free(pending);
+    if (pending != on_stack) free(pending);
     if (res == pcclTooFewPeers) total.local_world_size = atomic_load(&comm->world[1]);
     if (reduce_info_out != NULL) *reduce_info_out = total;
     return res;

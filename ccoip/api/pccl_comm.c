@@ -47,6 +47,8 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     ccoip_listener_init(&c->p2p.listener);
     c->p2p.links.tx.fd = c->p2p.links.rx.fd = -1;
     pthread_mutex_init(&c->send_lock, NULL);
+    ccoip_writer_init(&c->send_buf, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
+    pthread_mutex_init(&c->ss_busy, NULL);
     pthread_mutex_init(&c->mail_lock, NULL);
     pthread_mutex_init(&c->p2p.lock, NULL);
     ccoip_colls_init(c);
@@ -126,6 +128,10 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     ccoip_data_close(comm); /* before the p2p sockets close: the data links use them */
     ccoip_p2p_stop(comm);
     pthread_mutex_destroy(&comm->send_lock);
+    ccoip_writer_free(&comm->send_buf);
+    pthread_mutex_destroy(&comm->ss_busy);
+    free(comm->ss_slots);
+    free(comm->ss_wire);
     pthread_mutex_destroy(&comm->mail_lock);
     pthread_mutex_destroy(&comm->p2p.lock);
     ccoip_colls_free(comm);

@@ -19,8 +19,42 @@
 
 static const uint8_t dtype_bytes[12] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(((const ccoip_ss_slot_t *) a)->name, ((const ccoip_ss_slot_t *) b)->name);
+/* Heapsort by name: in place, without the merge buffer that glibc's qsort mallocs for arrays
+ * over 1 KiB. */
+static void sift(ccoip_ss_slot_t *a, size_t root, size_t n) {
+    for (;;) {
+        size_t c = 2 * root + 1;
+        if (c >= n) return;
+        if (c + 1 < n && strcmp(a[c].name, a[c + 1].name) < 0) c++;
+        if (strcmp(a[root].name, a[c].name) >= 0) return;
+        ccoip_ss_slot_t t = a[root];
+        a[root] = a[c];
+        a[c] = t;
+        root = c;
+    }
+}
+
+static void sort_by_name(ccoip_ss_slot_t *a, size_t n) {
+    for (size_t i = n / 2; i-- > 0;) sift(a, i, n);
+    for (size_t end = n; end-- > 1;) {
+        ccoip_ss_slot_t t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        sift(a, 0, end);
+    }
+}
+
+/* The communicator's per-tensor arrays for n tensors, grown when a sync has more tensors than
+ * any before it; false when memory ran out. */
+static bool scratch_reserve(pcclComm_t *comm, size_t n) {
+    if (n + 1 <= comm->ss_cap) return true;
+    ccoip_ss_slot_t *slots = realloc(comm->ss_slots, (n + 1) * sizeof *slots);
+    if (slots != NULL) comm->ss_slots = slots;
+    ccoip_ss_tensor_t *wire = realloc(comm->ss_wire, (n + 1) * sizeof *wire);
+    if (wire != NULL) comm->ss_wire = wire;
+    if (slots == NULL || wire == NULL) return false;
+    comm->ss_cap = n + 1;
+    return true;
 }
 
 static pcclResult_t check_tensor(const pcclTensorInfo_t *t, size_t i) {
@@ -161,6 +195,9 @@ static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedSt
     }
 }
 
+static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
+                               pcclSharedStateSyncInfo_t *info_out);
+
 PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicator, pcclSharedState_t *state,
                                                     pcclSharedStateSyncStrategy_t strategy,
                                                     pcclSharedStateSyncInfo_t *info_out) {
@@ -191,24 +228,35 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
         LOG_ERROR(MOD, FN ": all-reduces are in flight or not yet awaited; await them first");
         return pcclPendingAsyncOps;
     }
-    size_t n = state->count;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < state->count; i++) {
         pcclResult_t r = check_tensor(&state->infos[i], i);
         if (r != pcclSuccess) return r;
     }
-    ccoip_ss_slot_t *slots = calloc(n + 1, sizeof *slots);
-    ccoip_ss_tensor_t *wire = calloc(n + 1, sizeof *wire);
-    if (slots == NULL || wire == NULL) {
-        free(slots);
-        free(wire);
+    if (pthread_mutex_trylock(&comm->ss_busy) != 0) {
+        LOG_ERROR(MOD, FN ": another pcclSynchronizeSharedState is running on this communicator");
+        return pcclInvalidUsage;
+    }
+    pcclResult_t res = sync_state(comm, state, strategy, info_out);
+    pthread_mutex_unlock(&comm->ss_busy);
+    return res;
+}
+
+/* The sync itself, one at a time per communicator (ss_busy held). */
+static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
+                               pcclSharedStateSyncInfo_t *info_out) {
+    size_t n = state->count;
+    if (!scratch_reserve(comm, n)) {
+        LOG_ERROR(MOD, FN ": out of memory for %zu tensors", n);
         return pcclInternalError;
     }
+    ccoip_ss_slot_t *slots = comm->ss_slots;
+    ccoip_ss_tensor_t *wire = comm->ss_wire;
     for (size_t i = 0; i < n; i++) {
         const pcclTensorInfo_t *t = &state->infos[i];
         slots[i] = (ccoip_ss_slot_t){t->name, t->data, (uint64_t) t->count * dtype_bytes[t->datatype],
                                      t->device_type == pcclDeviceCuda};
     }
-    qsort(slots, n, sizeof *slots, by_name);
+    sort_by_name(slots, n);
     pcclResult_t res = pcclSuccess;
     for (size_t i = 1; i < n && res == pcclSuccess; i++)
         if (strcmp(slots[i - 1].name, slots[i].name) == 0) {
@@ -222,11 +270,7 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
                                       (uint8_t) t->datatype, (uint64_t) t->count, t->allow_content_inequality};
         if (!hash_slot(s, wire[i].hash_kind, &wire[i].hash)) res = pcclInternalError;
     }
-    if (res != pcclSuccess) {
-        free(slots);
-        free(wire);
-        return res;
-    }
+    if (res != pcclSuccess) return res;
 
     /* Serve from now on: a receiver may reach us before we read our own RESULT (it retries
      * until the master's announcement of it reaches our listener). */
@@ -239,7 +283,6 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
     memset(&r, 0, sizeof r);
     uint64_t rx = 0;
     bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r, true);
-    free(wire);
     uint64_t elected = 0;
     if (!link_ok) {
         res = pcclMasterConnectionFailed;
@@ -265,7 +308,6 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
         }
     }
     uint64_t tx = ccoip_ss_serve_end(comm);
-    free(slots);
     if (res == pcclSuccess) state->revision = elected;
     if (info_out != NULL) {
         info_out->tx_bytes = tx;

@@ -10,14 +10,27 @@
 
 #define MOD "ccoip"
 
-ccoip_status_t ccoip_conn_send(int fd, const ccoip_packet_t *p) {
-    ccoip_writer_t w;
-    ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
-    ccoip_status_t st = ccoip_packet_encode(p, &w);
-    if (st == CCOIP_OK) st = ccoip_sock_send_all(fd, w.buf, w.len);
-    ccoip_writer_free(&w);
+ccoip_status_t ccoip_conn_send_with(int fd, const ccoip_packet_t *p, ccoip_writer_t *scratch) {
+    if (ccoip_packet_frame_bound(p->type) != 0) {
+        uint8_t frame[CCOIP_FIXED_FRAME_MAX];
+        size_t len;
+        ccoip_status_t st = ccoip_packet_encode_into(p, frame, sizeof frame, &len);
+        return st == CCOIP_OK ? ccoip_sock_send_all(fd, frame, len) : st;
+    }
+    ccoip_writer_t own;
+    ccoip_writer_t *w = scratch;
+    if (w == NULL) {
+        w = &own;
+        ccoip_writer_init(w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
+    }
+    ccoip_writer_reset(w);
+    ccoip_status_t st = ccoip_packet_encode(p, w);
+    if (st == CCOIP_OK) st = ccoip_sock_send_all(fd, w->buf, w->len);
+    if (w == &own) ccoip_writer_free(w);
     return st;
 }
+
+ccoip_status_t ccoip_conn_send(int fd, const ccoip_packet_t *p) { return ccoip_conn_send_with(fd, p, NULL); }
 
 ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload, int64_t deadline_ms) {
     uint8_t header[CCOIP_HEADER_SIZE];
@@ -27,7 +40,7 @@ ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload
     uint32_t len;
     st = ccoip_frame_peek(header, sizeof header, max_payload, &type, &len);
     if (st != CCOIP_OK) return st;
-    uint8_t small[256];
+    uint8_t small[CCOIP_CONN_STACK_PAYLOAD];
     uint8_t *payload = len <= sizeof small ? small : malloc(len);
     if (payload == NULL) return CCOIP_ERR_NOMEM;
     st = ccoip_sock_recv_all(fd, payload, len, deadline_ms);

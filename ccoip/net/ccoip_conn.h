@@ -8,9 +8,17 @@
 
 #include "ccoip/wire/ccoip_packets.h"
 
+/* Sends one packet. A packet with a fixed bound (ccoip_packet_frame_bound: every control packet
+ * of the steady state) is encoded on the stack and costs no allocation; any other is encoded
+ * into `scratch` when given (the caller's growable writer, reset here, capacity kept for the
+ * next one), else into a buffer of its own. */
+ccoip_status_t ccoip_conn_send_with(int fd, const ccoip_packet_t *p, ccoip_writer_t *scratch);
 ccoip_status_t ccoip_conn_send(int fd, const ccoip_packet_t *p);
 
-/* Reads one frame (payload at most max_payload) and decodes it; the caller frees *out. */
+/* Reads one frame (payload at most max_payload) and decodes it; the caller frees *out. Payloads
+ * up to CCOIP_CONN_STACK_PAYLOAD bytes are read into a stack buffer, so a packet without lists
+ * or names (COMMENCE, DONE, ABORT, ...) is received without touching the heap. */
+#define CCOIP_CONN_STACK_PAYLOAD 256u
 ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload, int64_t deadline_ms);
 
 /* Sends HELLO(role, uuid) and reads HELLO_ACK into *ack. A refusal or a version mismatch is

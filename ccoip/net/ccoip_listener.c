@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"
 
@@ -16,6 +17,7 @@ void ccoip_listener_init(ccoip_listener_t *l) {
 
 static void *accept_main(void *arg) {
     ccoip_listener_t *l = arg;
+    ccoip_os_name_thread("pccl-accept");
     for (;;) {
         ccoip_status_t st = ccoip_sock_wait(l->fd, l->wake[0], -1);
         if (st == CCOIP_ERR_CLOSED) break; /* woken by stop */

@@ -1,4 +1,5 @@
-/* ccoip_os.h: process-level bits the pccl-master program needs (ccoip_os_posix.c). */
+/* ccoip_os.h: process-level bits the pccl-master program needs, and thread names
+ * (ccoip_os_posix.c). */
 #ifndef CCOIP_OS_H
 #define CCOIP_OS_H
 
@@ -7,5 +8,9 @@ void ccoip_os_block_termination_signals(void);
 
 /* Waits for SIGINT or SIGTERM (blocked first) and returns its number. */
 int ccoip_os_wait_termination_signal(void);
+
+/* Names the calling thread (at most 15 bytes show), for top -H, gdb and allocation reports
+ * (docs/memory.md). */
+void ccoip_os_name_thread(const char *name);
 
 #endif /* CCOIP_OS_H */

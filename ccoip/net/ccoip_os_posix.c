@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 
 static void termination_set(sigset_t *s) {
     sigemptyset(s);
@@ -14,6 +15,16 @@ void ccoip_os_block_termination_signals(void) {
     sigset_t s;
     termination_set(&s);
     pthread_sigmask(SIG_BLOCK, &s, NULL);
+}
+
+void ccoip_os_name_thread(const char *name) {
+#if defined(__APPLE__)
+    pthread_setname_np(name); /* darwin names only the calling thread */
+#else
+    char cut[16];
+    snprintf(cut, sizeof cut, "%s", name); /* linux refuses names over 15 bytes */
+    pthread_setname_np(pthread_self(), cut);
+#endif
 }
 
 int ccoip_os_wait_termination_signal(void) {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/net/ccoip_splice.h"
@@ -320,6 +321,7 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
 
 static void *worker_main(void *arg) {
     pcclComm_t *comm = arg;
+    ccoip_os_name_thread("pccl-worker");
     ccoip_colls_t *c = &comm->colls;
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {

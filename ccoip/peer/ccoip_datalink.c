@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "log/log.h"
 #include "threadpark/threadpark.h"
@@ -181,6 +182,7 @@ static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
 
 static void *send_main(void *arg) {
     ccoip_datalink_t *dl = arg;
+    ccoip_os_name_thread("pccl-dl-send");
     /* splice() has no MSG_NOSIGNAL: a peer gone mid-send must not kill the process. */
     sigset_t pipe_set;
     sigemptyset(&pipe_set);
@@ -302,6 +304,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
 
 static void *recv_main(void *arg) {
     ccoip_datalink_t *dl = arg;
+    ccoip_os_name_thread("pccl-dl-recv");
     while (recv_frame(dl)) {
     }
     return NULL;

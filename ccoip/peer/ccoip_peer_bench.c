@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
@@ -138,6 +139,7 @@ static bool drain(ccoip_peer_bench_t *b, bconn_t *c) {
 
 static void *listener_main(void *arg) {
     ccoip_peer_bench_t *b = arg;
+    ccoip_os_name_thread("pccl-bench");
     struct pollfd fds[MAX_CONNS + 2];
     for (;;) {
         fds[0] = (struct pollfd){.fd = b->wake[0], .events = POLLIN};

@@ -16,6 +16,7 @@
 #include "pccl.h"
 
 #define CCOIP_MAILBOX_SIZE 16
+#define CCOIP_LINK_KEEP_BYTES (1u << 20)
 #define CCOIP_MAX_ARRIVALS (2 * CCOIP_P2P_MAX_STREAMS + 8) /* a pool of the current round and strays */
 
 /* A p2p connection our listener accepted and handshook, waiting for the API thread. */
@@ -105,6 +106,10 @@ struct pcclComm_t {
      * only the link thread reads. */
     int master_fd;
     pthread_mutex_t send_lock;
+    /* Encodes the variable-size packets to the master (shared-state hash lists, bandwidth
+     * reports) under send_lock; keeps its capacity up to CCOIP_LINK_KEEP_BYTES, so a repeated
+     * sync allocates nothing (docs/memory.md). Fixed-size packets are encoded on the stack. */
+    ccoip_writer_t send_buf;
     pthread_t link_thread;
     ccoip_link_router_t router;
     bool link_started;
@@ -132,6 +137,12 @@ struct pcclComm_t {
      * first use after each topology round; `cache` holds the staging blocks. */
     ccoip_colls_t colls;
     reduce_cache_t *cache;
+    /* pcclSynchronizeSharedState's per-tensor arrays, kept between calls (grown, never shrunk)
+     * so that a repeated sync allocates nothing; `ss_busy` admits one sync at a time. */
+    pthread_mutex_t ss_busy;
+    struct ccoip_ss_slot_t *ss_slots;
+    ccoip_ss_tensor_t *ss_wire;
+    size_t ss_cap;
     /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
@@ -32,7 +33,8 @@ void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w) {
 
 ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p) {
     pthread_mutex_lock(&comm->send_lock);
-    ccoip_status_t st = ccoip_conn_send(comm->master_fd, p);
+    ccoip_status_t st = ccoip_conn_send_with(comm->master_fd, p, &comm->send_buf);
+    if (comm->send_buf.cap > CCOIP_LINK_KEEP_BYTES) ccoip_writer_free(&comm->send_buf);
     pthread_mutex_unlock(&comm->send_lock);
     return st;
 }
@@ -87,6 +89,7 @@ static void link_lost(pcclComm_t *comm, const char *why) {
 
 static void *link_main(void *arg) {
     pcclComm_t *comm = arg;
+    ccoip_os_name_thread("pccl-link");
     int64_t next_beat = ccoip_now_ms() + HEARTBEAT_MS;
     ccoip_packet_t beat;
     memset(&beat, 0, sizeof beat);

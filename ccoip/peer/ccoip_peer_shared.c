@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
@@ -210,6 +211,7 @@ static void send_header(int fd, uint8_t status, ccoip_ss_item_t *items, uint32_t
 /* One request on one connection, start to end. */
 static void *worker_main(void *arg) {
     worker_t *w = arg;
+    ccoip_os_name_thread("pccl-ss-serve");
     ccoip_peer_ss_t *ss = w->comm->ss;
     ccoip_packet_t p;
     ccoip_status_t st = ccoip_conn_recv(w->fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + ss->stall_ms);

@@ -227,6 +227,44 @@ static size_t min_wire_size(const layout_t *l) {
     return n;
 }
 
+/* The most wire bytes one instance of a layout takes, or 0 when it has a list or a name (no
+ * small fixed bound). */
+static size_t max_wire_size(const layout_t *l) {
+    size_t n = 0;
+    for (size_t i = 0; i < l->nfields; i++) {
+        switch (l->fields[i].kind) {
+        case F_U8:
+        case F_FLAGS8: n += 1; break;
+        case F_U16: n += 2; break;
+        case F_U32: n += 4; break;
+        case F_U64: n += 8; break;
+        case F_UUID: n += 16; break;
+        case F_ADDR: n += 17; break;
+        case F_STRUCT: {
+            size_t sub = max_wire_size(l->fields[i].sub);
+            if (sub == 0 && l->fields[i].sub->nfields > 0) return 0;
+            n += sub;
+            break;
+        }
+        case F_LIST:
+        case F_NAME: return 0;
+        }
+    }
+    return n;
+}
+
+size_t ccoip_packet_frame_bound(uint16_t type) {
+    const layout_t *l = find_layout(type);
+    if (l == NULL) return 0;
+    for (size_t i = 0; i < l->nfields; i++)
+        if (l->fields[i].kind == F_LIST || l->fields[i].kind == F_NAME) return 0;
+    return CCOIP_HEADER_SIZE + max_wire_size(l);
+}
+
+/* Decoded empty names point here instead of at a 1-byte allocation (a shared-state RESULT
+ * carries an empty `detail` on every successful sync); free_fields knows it. */
+static char empty_name[1];
+
 static void free_fields(const layout_t *l, uint8_t *base);
 
 static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_t *base) {
@@ -293,6 +331,11 @@ static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_
             if (n > f->hi) return CCOIP_ERR_TOO_LARGE;
             if (n > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
             if (n < f->lo) return CCOIP_ERR_INVALID;
+            if (n == 0) {
+                char *e = empty_name;
+                memcpy(at, &e, sizeof e);
+                break;
+            }
             char *s = malloc((size_t) n + 1);
             if (s == NULL) return CCOIP_ERR_NOMEM;
             ccoip_read_bytes(r, s, n);
@@ -344,7 +387,7 @@ static void free_fields(const layout_t *l, uint8_t *base) {
         if (f->kind == F_NAME) {
             char *s;
             memcpy(&s, base + f->offset, sizeof s);
-            free(s);
+            if (s != empty_name) free(s);
             s = NULL;
             memcpy(base + f->offset, &s, sizeof s);
             continue;
@@ -461,6 +504,14 @@ ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w) {
     }
     for (int i = 0; i < 4; i++) w->buf[start + (size_t) i] = (uint8_t) (payload >> (24 - 8 * i));
     return CCOIP_OK;
+}
+
+ccoip_status_t ccoip_packet_encode_into(const ccoip_packet_t *p, uint8_t *buf, size_t cap, size_t *len) {
+    ccoip_writer_t w;
+    ccoip_writer_init_fixed(&w, buf, cap);
+    ccoip_status_t st = ccoip_packet_encode(p, &w);
+    *len = st == CCOIP_OK ? w.len : 0;
+    return st;
 }
 
 ccoip_status_t ccoip_packet_encode_empty(uint16_t type, ccoip_writer_t *w) {

@@ -386,6 +386,18 @@ ccoip_status_t ccoip_packet_decode(uint16_t type, const uint8_t *payload, size_t
 /* Appends one whole frame (header and payload) for p to w. */
 ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w);
 
+/* Every packet without a list or a name has a small fixed bound on its frame (header included):
+ * all of them fit in CCOIP_FIXED_FRAME_MAX bytes, so they can be encoded on the stack. */
+#define CCOIP_FIXED_FRAME_MAX 64u
+
+/* The largest frame a packet of `type` can take when that is fixed (no list, no name), else 0
+ * (also for an unknown type). */
+size_t ccoip_packet_frame_bound(uint16_t type);
+
+/* Encodes one whole frame for p into buf (cap bytes) without touching the heap; *len is the frame
+ * size. CCOIP_ERR_TOO_LARGE when it does not fit (nothing useful is left in buf then). */
+ccoip_status_t ccoip_packet_encode_into(const ccoip_packet_t *p, uint8_t *buf, size_t cap, size_t *len);
+
 void ccoip_packet_free(ccoip_packet_t *p);
 
 /* Shorthands for packets without a body. */

@@ -81,9 +81,23 @@ void ccoip_writer_init(ccoip_writer_t *w, size_t max) {
     w->cap = 0;
     w->max = max;
     w->failed = false;
+    w->fixed = false;
+}
+
+void ccoip_writer_init_fixed(ccoip_writer_t *w, void *buf, size_t cap) {
+    w->buf = buf;
+    w->len = 0;
+    w->cap = cap;
+    w->max = cap;
+    w->failed = false;
+    w->fixed = true;
 }
 
 void ccoip_writer_free(ccoip_writer_t *w) {
+    if (w->fixed) {
+        ccoip_writer_reset(w);
+        return;
+    }
     free(w->buf);
     ccoip_writer_init(w, w->max);
 }

@@ -44,16 +44,20 @@ bool ccoip_read_u32(ccoip_reader_t *r, uint32_t *out);
 bool ccoip_read_u64(ccoip_reader_t *r, uint64_t *out);
 bool ccoip_read_bytes(ccoip_reader_t *r, void *out, size_t n);
 
-/* A growable buffer capped at `max` bytes; going over latches `failed`. */
+/* A buffer capped at `max` bytes; going over latches `failed`. A growable writer (init) owns a
+ * heap buffer that grows on demand and keeps its capacity across resets; a fixed one
+ * (init_fixed) writes into the caller's memory and never allocates. */
 typedef struct ccoip_writer_t {
     uint8_t *buf;
     size_t len;
     size_t cap;
     size_t max;
     bool failed;
+    bool fixed; /* buf is the caller's: never grown, never freed */
 } ccoip_writer_t;
 
 void ccoip_writer_init(ccoip_writer_t *w, size_t max);
+void ccoip_writer_init_fixed(ccoip_writer_t *w, void *buf, size_t cap);
 void ccoip_writer_free(ccoip_writer_t *w);
 void ccoip_writer_reset(ccoip_writer_t *w);
 bool ccoip_write_u8(ccoip_writer_t *w, uint8_t v);

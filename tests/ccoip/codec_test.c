@@ -285,7 +285,112 @@ static void test_encode_limits(void) {
     ccoip_writer_free(&w);
 }
 
+/* A writer over the caller's memory: bounded by it, never grown, never freed. */
+static void test_fixed_writer(void) {
+    uint8_t buf[8];
+    memset(buf, 0xee, sizeof buf);
+    ccoip_writer_t w;
+    ccoip_writer_init_fixed(&w, buf, 5);
+    CHECK(ccoip_write_u32(&w, 0x01020304u));
+    CHECK(!ccoip_write_u16(&w, 7)); /* 6 > 5 */
+    CHECK(w.failed && w.len == 4);
+    CHECK(!ccoip_write_u8(&w, 9)); /* latched */
+    CHECK(buf[0] == 1 && buf[3] == 4 && buf[4] == 0xee && buf[5] == 0xee);
+    ccoip_writer_free(&w); /* a fixed buffer is not freed (ASan would see a bad free) */
+    CHECK(w.buf == buf && w.len == 0 && !w.failed);
+    CHECK(ccoip_write_u8(&w, 5) && buf[0] == 5);
+}
+
+/* Whether a known type carries a list or a name (no fixed bound). */
+static int is_variable(uint16_t t) {
+    return t == CCOIP_PKT_M2C_P2P_INFO || t == CCOIP_PKT_C2M_SHARED_STATE_SYNC ||
+           t == CCOIP_PKT_M2C_SHARED_STATE_RESULT || t == CCOIP_PKT_SS_REQUEST || t == CCOIP_PKT_SS_HEADER ||
+           t == CCOIP_PKT_C2M_BANDWIDTH_REPORT || t == CCOIP_PKT_M2C_BANDWIDTH_REQUEST;
+}
+
+/* Fixed-bound packets: every one fits CCOIP_FIXED_FRAME_MAX, encode_into writes exactly the bytes of
+ * the growable encoder and nothing past `cap`, refuses a buffer one byte short; the variable ones
+ * have no bound. The packets of the steady state all have one (the peer sends them off the stack). */
+static void test_fixed_frames(void) {
+    int known = 0;
+    for (uint32_t t = 0; t < 0x400; t++) {
+        uint16_t type = (uint16_t) t;
+        size_t bound = ccoip_packet_frame_bound(type);
+        if (ccoip_packet_name(type) == NULL) {
+            CHECK_EQ_U64(bound, 0);
+            continue;
+        }
+        known++;
+        if (is_variable(type)) CHECK_EQ_U64(bound, 0);
+        if (bound == 0) continue; /* a list or a name: no fixed bound */
+        CHECK(bound >= CCOIP_HEADER_SIZE && bound <= CCOIP_FIXED_FRAME_MAX);
+        ccoip_packet_t p;
+        memset(&p, 0x5a, sizeof p);
+        p.type = type;
+        ccoip_writer_t w;
+        ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
+        REQUIRE(ccoip_packet_encode(&p, &w) == CCOIP_OK);
+        uint8_t buf[CCOIP_FIXED_FRAME_MAX + 1];
+        memset(buf, 0xee, sizeof buf);
+        size_t len = 99;
+        CHECK(ccoip_packet_encode_into(&p, buf, bound, &len) == CCOIP_OK);
+        CHECK_EQ_U64(len, w.len);
+        CHECK_EQ_U64(len, bound); /* no address field in a fixed packet: the bound is exact */
+        CHECK(memcmp(buf, w.buf, w.len) == 0);
+        CHECK(buf[bound] == 0xee);
+        CHECK(ccoip_packet_encode_into(&p, buf, bound - 1, &len) == CCOIP_ERR_TOO_LARGE);
+        CHECK_EQ_U64(len, 0);
+        ccoip_writer_free(&w);
+    }
+    CHECK(known >= 30);
+    static const uint16_t steady[] = {
+        CCOIP_PKT_C2M_HEARTBEAT, CCOIP_PKT_C2M_COLLECTIVE_INIT, CCOIP_PKT_C2M_COLLECTIVE_COMPLETE,
+        CCOIP_PKT_C2M_COLLECTIVE_ABORT, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, CCOIP_PKT_M2C_COLLECTIVE_DONE,
+        CCOIP_PKT_M2C_COLLECTIVE_ABORT, CCOIP_PKT_M2C_WORLD_UPDATE, CCOIP_PKT_C2M_SHARED_STATE_DONE,
+        CCOIP_PKT_C2M_SHARED_STATE_ABORT, CCOIP_PKT_M2C_SHARED_STATE_DONE};
+    for (size_t i = 0; i < sizeof steady / sizeof steady[0]; i++) CHECK(ccoip_packet_frame_bound(steady[i]) != 0);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = 0x7777;
+    uint8_t buf[CCOIP_FIXED_FRAME_MAX];
+    size_t len;
+    CHECK(ccoip_packet_encode_into(&p, buf, sizeof buf, &len) == CCOIP_ERR_UNKNOWN_TYPE);
+    /* A variable packet goes through encode_into too, when the caller's buffer is big enough. */
+    ccoip_ss_tensor_t t = {"w", 1, 0, 0, 2, 0};
+    p.type = CCOIP_PKT_C2M_SHARED_STATE_SYNC;
+    p.u.ss_sync = (ccoip_ss_sync_t){3, 0, 1, &t};
+    CHECK(ccoip_packet_encode_into(&p, buf, sizeof buf, &len) == CCOIP_OK);
+    CHECK_EQ_U64(len, CCOIP_HEADER_SIZE + 8 + 1 + 4 + (2 + 1 + 8 + 1 + 1 + 8 + 1));
+    CHECK(ccoip_packet_encode_into(&p, buf, len - 1, &len) == CCOIP_ERR_TOO_LARGE);
+}
+
+/* An empty name decodes without an allocation (a shared static string), frees cleanly and
+ * re-encodes to the same bytes; a non-empty one is still the decoder's own copy. */
+static void test_empty_name(void) {
+    ccoip_packet_t p, b;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+    p.u.ss_result.detail = "";
+    p.u.ss_result.revision = 4;
+    round_trip(&p, &b);
+    REQUIRE(b.u.ss_result.detail != NULL);
+    CHECK(b.u.ss_result.detail[0] == '\0' && b.u.ss_result.revision == 4);
+    ccoip_packet_t b2;
+    round_trip(&b, &b2);
+    CHECK(b2.u.ss_result.detail == b.u.ss_result.detail); /* the same static empty string */
+    ccoip_packet_free(&b);
+    ccoip_packet_free(&b2);
+    CHECK(b.u.ss_result.detail == NULL);
+    p.u.ss_result.detail = "layer.0";
+    round_trip(&p, &b);
+    CHECK(b.u.ss_result.detail != p.u.ss_result.detail && strcmp(b.u.ss_result.detail, "layer.0") == 0);
+    ccoip_packet_free(&b);
+}
+
 int main(void) {
+    test_fixed_writer();
+    test_fixed_frames();
+    test_empty_name();
     test_reader_writer();
     test_frame_peek();
     test_round_trips();

@@ -12,6 +12,11 @@
  *                           any thread; NBAD: results that differ from the expected values or
  *                           calls that failed; HASH: FNV-1a of the last result, equal on every
  *                           peer). The per-thread counts and the first backtraces go to stderr.
+ *   ssbusy               -> starts a shared-state sync on another thread; while it waits for
+ *                           the others, a second call on this thread must be refused: prints
+ *                           "ssbusy R2" (R2: the second call's result), then, once the first
+ *                           is done, "ssdone R1"
+ *   ss                   -> one shared-state sync: "ss R"
  *   quit                 -> "bye R" after pcclDestroyCommunicator
  * The counter stays armed for at least 1.5 s, so that master-link heartbeats and watchdog
  * ticks fall inside it. Inputs are small integers in float32: every sum is exact. */
@@ -112,6 +117,23 @@ static void async_ops(pcclComm_t *comm, uint64_t base, int ops) {
     }
 }
 
+/* WINDOW all-reduces submitted back to back (inputs filled first, so that none can finish
+ * before the last is submitted), then awaited. */
+static void async_burst(pcclComm_t *comm, uint64_t base) {
+    pcclAsyncReduceOp_t h[WINDOW];
+    pcclResult_t r[WINDOW];
+    for (int j = 0; j < WINDOW; j++) fill(sendb[j], (uint64_t) j);
+    for (int j = 0; j < WINDOW; j++) {
+        pcclReduceDescriptor_t d = desc(base + (uint64_t) j, false);
+        r[j] = pcclAllReduceAsync(sendb[j], recvb[j], &d, comm, &h[j]);
+    }
+    for (int j = 0; j < WINDOW; j++) {
+        if (r[j] == pcclSuccess) r[j] = pcclAwaitAsyncReduce(&h[j], NULL);
+        if (r[j] != pcclSuccess) nbad++;
+        else nbad += verify(recvb[j], (uint64_t) j);
+    }
+}
+
 /* One pcclAllReduceMultipleWithRetry of MULTI_OPS descriptors (inputs base_it + j). */
 static void multi_call(pcclComm_t *comm, uint64_t tag, uint64_t base_it) {
     pcclReduceOpDescriptor_t ds[MULTI_OPS];
@@ -168,7 +190,11 @@ static void run(pcclComm_t *comm, const char *scen) {
     if (strcmp(scen, "sync") == 0) {
         for (uint64_t k = 0; k < 3; k++) sync_op(comm, 100 + k, k);
     } else if (strcmp(scen, "async") == 0) {
-        async_ops(comm, 200, 2 * WINDOW);
+        /* Bursts first: WINDOW ops submitted at once reach the high-water marks (a worker per op
+         * in flight, every pool stream running a ring with its staging blocks) at once; a
+         * sliding window reaches them only at some random later moment. */
+        for (uint64_t b = 0; b < 2; b++) async_burst(comm, 200 + b * WINDOW);
+        async_ops(comm, 220, 2 * WINDOW);
     } else if (strcmp(scen, "multi") == 0) {
         multi_call(comm, 300, 0);
     } else if (strcmp(scen, "quant") == 0) {
@@ -216,6 +242,16 @@ static void run(pcclComm_t *comm, const char *scen) {
     if (report != NULL) report(2, scen);
     hash = strcmp(scen, "ss") == 0 ? fnv(ss_data, sizeof ss_data) : fnv(recvb[0], COUNT * sizeof(float));
     printf("run %s %ld %zu %016" PRIx64 "\n", scen, calls, nbad, hash);
+}
+
+static pcclComm_t *bg_comm;
+static pcclResult_t bg_result;
+static atomic_int bg_started;
+static void *bg_sync(void *arg) {
+    pcclSharedStateSyncInfo_t info;
+    atomic_store(&bg_started, 1);
+    bg_result = pcclSynchronizeSharedState(bg_comm, &ss_state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, &info);
+    return arg;
 }
 
 static atomic_int go;
@@ -282,6 +318,29 @@ int main(int argc, char **argv) {
         } else if (strcmp(cmd, "run") == 0) {
             npeers = n;
             run(comm, arg);
+        } else if (strcmp(cmd, "ssbusy") == 0) {
+            /* The first call waits for the other peers' (they are told only after our answer). */
+            pthread_t th;
+            bg_comm = comm;
+            if (pthread_create(&th, NULL, bg_sync, NULL) != 0) return 1;
+            while (!atomic_load(&bg_started)) {
+                struct timespec ts = {0, 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            struct timespec settle = {0, 200 * 1000 * 1000}; /* into its wait for the master */
+            nanosleep(&settle, NULL);
+            pcclSharedStateSyncInfo_t info;
+            pcclSharedState_t other = ss_state;
+            printf("ssbusy %d\n", (int) pcclSynchronizeSharedState(comm, &other,
+                                                                  PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, &info));
+            pthread_join(th, NULL);
+            ss_state.revision++;
+            printf("ssdone %d\n", (int) bg_result);
+        } else if (strcmp(cmd, "ss") == 0) {
+            pcclSharedStateSyncInfo_t info;
+            pcclResult_t r = pcclSynchronizeSharedState(comm, &ss_state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, &info);
+            ss_state.revision++;
+            printf("ss %d\n", (int) r);
         } else if (strcmp(cmd, "quit") == 0) {
             printf("bye %d\n", (int) pcclDestroyCommunicator(comm));
             break;

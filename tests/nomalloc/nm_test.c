@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pccl.h"
 #include "tests/ccoip/harness.h"
 #include "tests/common/check.h"
 
@@ -77,6 +78,16 @@ int main(int argc, char **argv) {
             CHECK(strcmp(hash, hash0) == 0);
         }
     }
+
+    /* One sync at a time per communicator: a second call while the first waits is refused
+     * with pcclInvalidUsage, and the first still completes. */
+    char want[32];
+    snprintf(want, sizeof want, "ssbusy %d", (int) pcclInvalidUsage);
+    CHECK(h_send(&peers[0], "ssbusy"));
+    CHECK(h_read_line(&peers[0], line, sizeof line, 20000) && strcmp(line, want) == 0);
+    for (int i = 1; i < n; i++) CHECK(h_send(&peers[i], "ss"));
+    CHECK(h_read_line(&peers[0], line, sizeof line, 20000) && strcmp(line, "ssdone 0") == 0);
+    for (int i = 1; i < n; i++) CHECK(h_read_line(&peers[i], line, sizeof line, 20000) && strcmp(line, "ss 0") == 0);
 
     for (int i = 0; i < n; i++) CHECK_EQ_U64(h_call(&peers[i], "quit", line, sizeof line, 20000), 0);
     for (int i = 0; i < n; i++) CHECK_EQ_U64(h_wait(&peers[i], 10000), 0);

@@ -23,6 +23,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int trailing_ok = type == CCOIP_PKT_HELLO || type == CCOIP_PKT_HELLO_ACK;
     if (n > len || (!trailing_ok && n != len)) abort();
     if (memcmp(w.buf + CCOIP_HEADER_SIZE, payload, n) != 0) abort();
+    /* The heap-free encoder gives the same frame, within the type's fixed bound when it has one. */
+    uint8_t frame[CCOIP_FIXED_FRAME_MAX];
+    size_t bound = ccoip_packet_frame_bound(type), flen = 0;
+    ccoip_status_t st = ccoip_packet_encode_into(&p, frame, sizeof frame, &flen);
+    if (bound != 0 && (st != CCOIP_OK || flen > bound)) abort();
+    if (st == CCOIP_OK && (flen != w.len || memcmp(frame, w.buf, flen) != 0)) abort();
+    if (st != CCOIP_OK && (st != CCOIP_ERR_TOO_LARGE || w.len <= sizeof frame)) abort();
     ccoip_writer_free(&w);
     ccoip_packet_free(&p);
     return 0;
