@@ -119,7 +119,7 @@ static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out, b
             ccoip_packet_t p;
             memset(&p, 0, sizeof p);
             p.type = CCOIP_PKT_C2M_SHARED_STATE_ABORT;
-            if (ccoip_link_send(comm, &p) != CCOIP_OK) return false;
+            if (ccoip_link_send_more(comm, &p) != CCOIP_OK) return false;
             deadline = -1;
             continue;
         }
@@ -184,6 +184,10 @@ static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedSt
         LOG_ERROR(MOD, FN ": kicked by the master: SEND_ONLY, but tensor \"%s\" differs from the popular content",
                   r->detail);
         return pcclInvalidUsage;
+    case CCOIP_SS_STALE:
+        LOG_ERROR(MOD, FN ": another peer of the group is in a topology vote (after a failure): call "
+                      "pcclUpdateTopology, then sync again");
+        return pcclRankConnectionLost;
     case CCOIP_SS_TIMEOUT:
         LOG_ERROR(MOD, FN ": not every peer of the group called it within the collective timeout (the master log "
                        "names who did not); nothing was synced");
@@ -295,20 +299,24 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
             res = fetch_all(comm, result, slots, n, &rx);
         }
         /* Kicked or timed out: the master expects no report (it closed us, or ended the sync). */
-        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_TIMEOUT;
+        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_TIMEOUT ||
+                         result->status == CCOIP_SS_STALE;
         ccoip_packet_free(&r);
         /* Everyone reports; the master's DONE says that no receiver needs us any more. */
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
         p.u.ss_done.ok = res == pcclSuccess;
-        if (!no_report && (ccoip_link_send(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
+        if (!no_report && (ccoip_link_send_more(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
             if (res == pcclSuccess) res = pcclMasterConnectionFailed;
         } else if (!no_report) {
             ccoip_packet_free(&r);
         }
     }
     uint64_t tx = ccoip_ss_serve_end(comm);
-    if (res == pcclSuccess) state->revision = elected;
+    if (res == pcclSuccess) {
+        state->revision = elected;
+        ccoip_link_note_revision(comm, elected); /* a REJOIN reports it to a restarted master */
+    }
     if (info_out != NULL) {
         info_out->tx_bytes = tx;
         info_out->rx_bytes = rx;

@@ -29,7 +29,7 @@ static pcclResult_t run_step(pcclComm_t *comm, const ccoip_bench_request_t *q) {
     p.u.bench_report.step = q->step;
     p.u.bench_report.count = q->ntargets;
     p.u.bench_report.results = res;
-    ccoip_status_t st = ccoip_link_send(comm, &p);
+    ccoip_status_t st = ccoip_link_send_more(comm, &p);
     free(res);
     return st == CCOIP_OK ? pcclSuccess : pcclMasterConnectionFailed;
 }

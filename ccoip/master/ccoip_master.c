@@ -301,6 +301,7 @@ static void on_tick(uv_timer_t *t) {
 }
 
 static void close_all(struct pcclMasterInstanceState_t *m) {
+    if (!m->st.shutting_down) ccoip_mstate_say_bye(&m->st); /* queued before the shutdowns: they drain it */
     m->st.shutting_down = true;
     while (m->st.nclients > 0) ccoip_mstate_drop(&m->st, m->st.clients[m->st.nclients - 1], "master shutting down");
     if (!uv_is_closing((uv_handle_t *) &m->server)) uv_close((uv_handle_t *) &m->server, NULL);
@@ -411,6 +412,8 @@ static void run_loop(void *arg) {
 pcclResult_t ccoip_master_run(pcclMasterInstance_t *m) {
     if (m == NULL) return pcclInvalidArgument;
     if (m->running || m->joined) return pcclInvalidUsage;
+    uv_update_time(&m->loop);
+    m->st.start_ms = uv_now(&m->loop); /* the recovery window for REJOIN counts from here */
     uv_timer_start(&m->timer, on_tick, TICK_MS, TICK_MS);
     if (uv_thread_create(&m->thread, run_loop, m) != 0) {
         LOG_ERROR(MOD, "cannot start the master thread");

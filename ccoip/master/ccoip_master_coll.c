@@ -107,10 +107,38 @@ static void evaluate(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
     else if (completed == members) finish(st, group, tag);
 }
 
+/* COMMENCE(failed) to c alone: the member learns at once that its group needs a topology round
+ * (pcclRankConnectionLost), instead of waiting for members that may be in a vote or a sync. */
+static void refuse(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t tag) {
+    LOG_INFO(MOD, "%s: collective %llu refused: its group changed since the last topology round", c->name,
+             (unsigned long long) tag);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_COLLECTIVE_COMMENCE;
+    p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_FAILED, 0, 0};
+    send_to(st, c, &p);
+}
+
+void ccoip_mcoll_refuse_waiting(ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group)) continue;
+        for (int k = 0; k < CCOIP_MAX_COLLECTIVES; k++) {
+            if (c->colls[k].phase != CCOIP_MCOLL_WAITING) continue;
+            c->colls[k].phase = CCOIP_MCOLL_FREE;
+            refuse(st, c, c->colls[k].desc.tag);
+        }
+    }
+}
+
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init) {
     if (find(c, init->tag) != NULL) {
         LOG_WARN(MOD, "%s started collective %llu twice", c->name, (unsigned long long) init->tag);
         ccoip_mstate_reject(st, c, "protocol violation: collective tag already in flight");
+        return;
+    }
+    if (c->ring_stale) { /* its group changed since the last round: no ring to run on, say so now */
+        refuse(st, c, init->tag);
         return;
     }
     for (int i = 0; i < CCOIP_MAX_COLLECTIVES; i++) {
@@ -139,6 +167,7 @@ void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const
 
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone) {
     uint32_t group = gone->peer_group;
+    ccoip_mcoll_refuse_waiting(st, group); /* those waiting for the rest would wait for it too */
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!is_member(c, group)) continue;

@@ -396,6 +396,37 @@ static void evaluate(ccoip_master_state_t *st, uint32_t group) {
     else if (done == members) finish(st, group);
 }
 
+/* RESULT(stale) to c alone, which stays idle: a member of its group is in a vote, so the sync
+ * cannot complete; the caller gets pcclRankConnectionLost and votes too (docs/group-state-machine.md). */
+static void refuse_sync(ccoip_master_state_t *st, ccoip_mclient_t *c) {
+    LOG_INFO(MOD, "%s: shared-state sync refused: a member of group %u is in a topology vote", c->name, c->peer_group);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+    p.u.ss_result.status = CCOIP_SS_STALE;
+    p.u.ss_result.detail = "";
+    send_to(st, c, &p);
+}
+
+void ccoip_mss_refuse_waiting(ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group) || phase_of(c) != SS_WAITING) continue;
+        free_req(&c->ss->req);
+        c->ss->phase = SS_IDLE;
+        refuse_sync(st, c);
+    }
+}
+
+bool ccoip_mss_restore(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t last_rev) {
+    (void) st;
+    if (c->ss == NULL) c->ss = calloc(1, sizeof *c->ss);
+    if (c->ss == NULL) return false;
+    c->ss->has_rev = true;
+    c->ss->last_rev = last_rev;
+    return true;
+}
+
 void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req) {
     if (c->ss == NULL) c->ss = calloc(1, sizeof *c->ss);
     if (c->ss == NULL) {
@@ -404,6 +435,10 @@ void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip
     }
     if (c->ss->phase != SS_IDLE) {
         ccoip_mstate_reject(st, c, "protocol violation: a shared-state sync while its previous one runs");
+        return;
+    }
+    if (ccoip_mstate_group_votes(st, c->peer_group)) { /* a member is in a vote: it wins */
+        refuse_sync(st, c);
         return;
     }
     if (!copy_req(c->ss, req)) {

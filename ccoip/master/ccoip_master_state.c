@@ -13,6 +13,7 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->handshake_timeout_ms = 5000;
     o->heartbeat_timeout_ms = 10000;
     o->round_timeout_ms = 30000;
+    o->rejoin_window_ms = 60000;
 }
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt) {
@@ -131,6 +132,51 @@ static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
     return e;
 }
 
+static bool uuid_zero(const ccoip_uuid_t *u) {
+    static const ccoip_uuid_t zero;
+    return memcmp(u, &zero, sizeof zero) == 0;
+}
+
+static ccoip_mclient_t *find_uuid(ccoip_master_state_t *st, const ccoip_uuid_t *u) {
+    for (size_t i = 0; i < st->nclients; i++)
+        if (memcmp(&st->clients[i]->uuid, u, sizeof *u) == 0 && st->clients[i]->phase >= CCOIP_MPHASE_GREETED)
+            return st->clients[i];
+    return NULL;
+}
+
+/* After REJOINs, ring (sorted by id) is put back in the order the peers reported: from the first
+ * peer, follow each one's successor while it is in the round and not placed yet; ids (and table
+ * places, which follow ids) are then renumbered in that order, so this round and the next keep
+ * it. The successors are used once. */
+static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring, size_t n) {
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any = any || !uuid_zero(&ring[i]->next);
+    if (!any || n == 0) return;
+    ccoip_mclient_t **order = malloc(n * sizeof *order);
+    if (order == NULL) return; /* the connection order is a valid ring too */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) ring[i]->in_round = false; /* "not placed yet" below */
+    for (size_t i = 0; i < n; i++) {
+        ccoip_mclient_t *c = ring[i];
+        while (c != NULL && !c->in_round) {
+            c->in_round = true;
+            order[k++] = c;
+            ccoip_mclient_t *next = NULL;
+            for (size_t j = 0; j < n && !uuid_zero(&c->next); j++)
+                if (memcmp(&ring[j]->uuid, &c->next, sizeof c->next) == 0) next = ring[j];
+            c = next != NULL && next->peer_group == c->peer_group ? next : NULL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        ring[i] = order[i];
+        ring[i]->id = ++st->next_id;
+        memset(&ring[i]->next, 0, sizeof ring[i]->next);
+    }
+    free(order);
+    /* The table stays in id order: ranks in COMMENCE are table places (ccoip_master_coll.c). */
+    qsort(st->clients, st->nclients, sizeof *st->clients, by_id);
+}
+
 /* Starts a round with every accepted peer and every registered one: the ring of each peer group
  * is its members in connection order; each member is told its next (connect to) and previous
  * (accept from) neighbour. */
@@ -150,6 +196,8 @@ static void start_round(ccoip_master_state_t *st, bool admit) {
         ring[n++] = c;
     }
     qsort(ring, n, sizeof *ring, by_id);
+    restore_ring_order(st, ring, n);
+    if (st->round < st->round_floor) st->round = st->round_floor; /* above the rounds of a lost master */
     st->round++;
     st->round_active = true;
     LOG_INFO(MOD, "topology round %llu: %zu participants", (unsigned long long) st->round, n);
@@ -268,6 +316,30 @@ static void evaluate(ccoip_master_state_t *st) {
 
 void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false); }
 
+bool ccoip_mstate_group_votes(const ccoip_master_state_t *st, uint32_t group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *c = st->clients[i];
+        if (c->phase == CCOIP_MPHASE_ACCEPTED && !c->dropped && c->peer_group == group &&
+            (c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_PENDING ||
+             c->state == CCOIP_MSTATE_VOTE_OPTIMIZE))
+            return true;
+    }
+    return false;
+}
+
+/* Members of one group in a vote and in a shared-state sync: the vote wins. Both wait for every
+ * member, and a member in a vote will not sync, so those waiting in the sync are refused now
+ * (pcclRankConnectionLost) and vote next, as a training loop does after a failure. */
+static void vote_wins(ccoip_master_state_t *st, uint32_t group) { ccoip_mss_refuse_waiting(st, group); }
+
+void ccoip_mstate_say_bye(ccoip_master_state_t *st) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_BYE;
+    for (size_t i = 0; i < st->nclients; i++)
+        if (st->clients[i]->phase >= CCOIP_MPHASE_REGISTERED) send_packet(st, st->clients[i], &p);
+}
+
 static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, log_level_t level);
 
 void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why) {
@@ -289,9 +361,21 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
     }
     bool was_accepted = c->phase == CCOIP_MPHASE_ACCEPTED;
     if (was_accepted && !st->shutting_down) st->counters.peers_dropped++;
+    if (was_accepted && level == LOG_LEVEL_INFO) { /* its connection broke: it may come back with REJOIN */
+        st->gone[st->ngone % CCOIP_MASTER_GONE_SLOTS].uuid = c->uuid;
+        st->gone[st->ngone % CCOIP_MASTER_GONE_SLOTS].ms = st->now_ms;
+        st->ngone++;
+    }
     if (c->phase >= CCOIP_MPHASE_REGISTERED || !st->shutting_down)
         if (log_enabled(level)) log_write(level, MOD, "dropping %s (%s): %s", c->name,
                  was_accepted ? "accepted" : c->phase == CCOIP_MPHASE_REGISTERED ? "pending" : "not joined", why);
+    bool on_purpose = level != LOG_LEVEL_INFO; /* rejected (bad input, kicked, silent): it may not rejoin */
+    if (on_purpose && c->phase >= CCOIP_MPHASE_REGISTERED) {
+        ccoip_packet_t bye;
+        memset(&bye, 0, sizeof bye);
+        bye.type = CCOIP_PKT_M2C_BYE;
+        send_packet(st, c, &bye); /* before the close: the shutdown drains it */
+    }
     st->close(st->ctx, c);
     ccoip_mss_on_leave(st, c, was_accepted); /* frees its sync state; re-evaluates its group's sync */
     ccoip_mbw_on_leave(st, c); /* its matrix row and column; fails an optimisation it is in */
@@ -345,37 +429,95 @@ static void on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_h
         ccoip_mstate_reject(st, c, why);
         return;
     }
-    st->make_uuid(st->ctx, &c->uuid);
+    /* A member back after losing the master (REJOIN follows) keeps its UUID when nobody here
+     * holds it; anyone else gets a fresh one. */
+    if (!uuid_zero(&h->uuid) && find_uuid(st, &h->uuid) == NULL) c->uuid = h->uuid;
+    else st->make_uuid(st->ctx, &c->uuid);
     ack.u.hello_ack.status = CCOIP_HELLO_OK;
     ack.u.hello_ack.uuid = c->uuid;
     c->phase = CCOIP_MPHASE_GREETED;
     send_packet(st, c, &ack);
 }
 
-static void on_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_join_t *j) {
+static void send_join_response(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status) {
     ccoip_packet_t r;
     memset(&r, 0, sizeof r);
     r.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
+    r.u.join_response.status = status;
+    send_packet(st, c, &r);
+}
+
+/* What JOIN and REJOIN check and record alike; false when c was refused. */
+static bool take_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_join_t *j) {
     if (j->p2p_port == 0) {
         ccoip_mstate_reject(st, c, "JOIN without a p2p port");
-        return;
+        return false;
     }
     if (is_loopback_mix(st, c)) {
-        r.u.join_response.status = CCOIP_JOIN_LOOPBACK_MIX;
-        send_packet(st, c, &r);
+        send_join_response(st, c, CCOIP_JOIN_LOOPBACK_MIX);
         ccoip_mstate_reject(st, c,
                           c->loopback ? "refused: connected via loopback while other peers connected via a public address"
                                       : "refused: connected via a public address while other peers use loopback");
-        return;
+        return false;
     }
     c->peer_group = j->peer_group;
     c->p2p_port = j->p2p_port;
     c->ss_port = j->ss_port;
     c->bench_port = j->bench_port;
+    return true;
+}
+
+static void on_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_join_t *j) {
+    if (!take_join(st, c, j)) return;
     c->phase = CCOIP_MPHASE_REGISTERED;
-    r.u.join_response.status = CCOIP_JOIN_OK;
-    send_packet(st, c, &r);
+    send_join_response(st, c, CCOIP_JOIN_OK);
     LOG_INFO(MOD, "%s joined peer group %u (p2p port %u), pending admission", c->name, c->peer_group, c->p2p_port);
+    evaluate(st);
+}
+
+/* Whether a REJOIN of uuid is taken now: within the recovery window after the master started (a
+ * restarted master cannot know the run's members), or after it dropped that accepted peer. */
+static bool may_rejoin(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid) {
+    uint64_t w = st->opt.rejoin_window_ms;
+    if (w == 0) return false;
+    if (st->now_ms - st->start_ms <= w) return true;
+    uint32_t n = st->ngone < CCOIP_MASTER_GONE_SLOTS ? st->ngone : CCOIP_MASTER_GONE_SLOTS;
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(&st->gone[i].uuid, uuid, sizeof *uuid) == 0 && st->now_ms - st->gone[i].ms <= w) return true;
+    return false;
+}
+
+/* A member back after losing the master: accepted at once with the identity, ring successor and
+ * shared-state revision it reports. Its group's ring is stale (collectives are refused until a
+ * topology round), and everyone's world grew. */
+static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_rejoin_t *rj) {
+    if (!take_join(st, c, &rj->join)) return;
+    if (uuid_zero(&c->uuid) || !may_rejoin(st, &c->uuid)) {
+        send_join_response(st, c, CCOIP_JOIN_REJOIN_REFUSED);
+        ccoip_mstate_reject(st, c, "REJOIN refused: not within the recovery window (--rejoin-window-s)");
+        return;
+    }
+    if (rj->has_rev && !ccoip_mss_restore(st, c, rj->last_rev)) {
+        ccoip_mstate_reject(st, c, "out of memory for its shared-state revision");
+        return;
+    }
+    c->phase = CCOIP_MPHASE_ACCEPTED;
+    c->next = rj->next;
+    if (rj->round > st->round_floor) st->round_floor = rj->round; /* p2p links tell rounds apart */
+    send_join_response(st, c, CCOIP_JOIN_OK);
+    LOG_INFO(MOD, "%s rejoined peer group %u as a member (shared-state revision %s%llu)", c->name, c->peer_group,
+             rj->has_rev ? "" : "none, ", (unsigned long long) rj->last_rev);
+    for (size_t k = 0; k < st->nclients; k++) {
+        ccoip_mclient_t *o = st->clients[k];
+        if (o->phase != CCOIP_MPHASE_ACCEPTED) continue;
+        if (o->peer_group == c->peer_group) o->ring_stale = true;
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_WORLD_UPDATE;
+        p.u.world_update.world = ccoip_mstate_world(st, o);
+        send_packet(st, o, &p);
+    }
+    ccoip_mcoll_refuse_waiting(st, c->peer_group);
     evaluate(st);
 }
 
@@ -391,6 +533,7 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         return;
     case CCOIP_MPHASE_GREETED:
         if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);
+        else if (p->type == CCOIP_PKT_C2M_REJOIN) on_rejoin(st, c, &p->u.rejoin);
         else if (p->type != CCOIP_PKT_C2M_HEARTBEAT) ccoip_mstate_reject(st, c, "expected JOIN after HELLO");
         return;
     case CCOIP_MPHASE_REGISTERED:
@@ -402,6 +545,7 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_VOTE_PENDING:
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
         c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_PENDING;
+        vote_wins(st, c->peer_group);
         evaluate(st);
         return;
     case CCOIP_PKT_C2M_COLLECTIVE_INIT:
@@ -419,6 +563,7 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY:
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
         c->state = CCOIP_MSTATE_VOTE_OPTIMIZE;
+        vote_wins(st, c->peer_group);
         evaluate(st);
         return;
     case CCOIP_PKT_C2M_BANDWIDTH_REPORT:

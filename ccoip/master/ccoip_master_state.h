@@ -64,6 +64,7 @@ typedef struct ccoip_mclient_t {
     uint64_t connected_ms, last_seen_ms;
     ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
     bool ring_stale; /* its group lost a member since the last topology round */
+    ccoip_uuid_t next; /* REJOIN: its ring successor before the master was lost; zero once used */
     ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
@@ -73,6 +74,10 @@ typedef struct ccoip_master_options_t {
     uint64_t handshake_timeout_ms; /* HELLO and JOIN must arrive within this */
     uint64_t heartbeat_timeout_ms; /* silence after which a peer is dropped */
     uint64_t round_timeout_ms;     /* a topology round that takes longer fails */
+    /* REJOIN (a member back after losing the master) is taken within this long after the master
+     * started (a restarted master cannot know the run's members) or after it dropped that UUID;
+     * 0 refuses every REJOIN. */
+    uint64_t rejoin_window_ms;
 } ccoip_master_options_t;
 
 void ccoip_master_default_options(ccoip_master_options_t *o);
@@ -85,14 +90,23 @@ typedef struct ccoip_mcounters_t {
     uint64_t shared_state_syncs, shared_state_bytes; /* elections; bytes they sent peers to fetch */
 } ccoip_mcounters_t;
 
+#define CCOIP_MASTER_GONE_SLOTS 256
+
 typedef struct ccoip_master_state_t {
     ccoip_mclient_t **clients;
     size_t nclients, cap;
     uint64_t round;
+    uint64_t round_floor; /* the highest round a REJOIN reported: new rounds are numbered above */
     bool round_active;
     uint64_t round_started_ms;
     uint64_t now_ms;  /* the clock as of the last entry point */
     uint64_t next_id;
+    uint64_t start_ms; /* when the loop started: the recovery window counts from here */
+    struct {
+        ccoip_uuid_t uuid;
+        uint64_t ms;
+    } gone[CCOIP_MASTER_GONE_SLOTS]; /* accepted peers dropped lately, for REJOIN (a ring) */
+    uint32_t ngone;
     bool shutting_down;
     ccoip_master_options_t opt;
     /* Set by the I/O layer. send may fail silently (the I/O layer then closes that client later);
@@ -121,6 +135,9 @@ void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char 
 /* The same for bad input or a timeout: logged as a warning. */
 void ccoip_mstate_reject(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);
 
+/* Before a shutdown on purpose: tells every joined peer not to reconnect (M2C_BYE). */
+void ccoip_mstate_say_bye(ccoip_master_state_t *st);
+
 /* Timeouts: handshakes, heartbeats, rounds. */
 void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
 
@@ -128,6 +145,9 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+/* The group's ring went stale: every member waiting for the others to start a collective gets
+ * COMMENCE(failed) now (an INIT while stale gets it at once, too). */
+void ccoip_mcoll_refuse_waiting(ccoip_master_state_t *st, uint32_t group);
 /* C2M_COLLECTIVE_ABORT: c's watchdog gave up on a collective; it ends with TIMEOUT for the group. */
 void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a);
 
@@ -147,6 +167,13 @@ void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip
  * (ignored once the RESULT went out: it crossed the abort). */
 void ccoip_mss_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c);
 void ccoip_mss_on_leave(ccoip_master_state_t *st, ccoip_mclient_t *gone, bool was_accepted);
+/* REJOIN: c synced successfully before, at revision last_rev (the revision rule goes on from it).
+ * False when out of memory. */
+bool ccoip_mss_restore(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t last_rev);
+/* A member of group entered a vote: members waiting in a sync get RESULT(stale) now. */
+void ccoip_mss_refuse_waiting(ccoip_master_state_t *st, uint32_t group);
+/* True when an accepted member of group is in a vote (update, pending, optimize). */
+bool ccoip_mstate_group_votes(const ccoip_master_state_t *st, uint32_t group);
 
 /* Topology optimisation (ccoip_master_bw.c): start when every accepted peer voted, reports,
  * a client leaving (drops its matrix row and column; fails a session it takes part in), the step

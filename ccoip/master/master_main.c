@@ -20,7 +20,9 @@ static void usage(FILE *f) {
             "                            (default port 48147)\n"
             "  --log-level LEVEL         error, warn, info or debug (default: PCCL_LOG_LEVEL, else info)\n"
             "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
-            "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n");
+            "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n"
+            "  --rejoin-window-s S       take back members that lost the master for S seconds after the start\n"
+            "                            or after dropping them (default 60; 0: never)\n");
 }
 
 static int parse_ms(const char *s, uint64_t *out) {
@@ -28,6 +30,15 @@ static int parse_ms(const char *s, uint64_t *out) {
     unsigned long long v = strtoull(s, &end, 10);
     if (*s == '\0' || *end != '\0' || v == 0 || v > 86400000ull) return 0;
     *out = v;
+    return 1;
+}
+
+/* Seconds (0 allowed) into milliseconds. */
+static int parse_seconds(const char *s, uint64_t *out_ms) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || v > 86400ull) return 0;
+    *out_ms = v * 1000;
     return 1;
 }
 
@@ -53,6 +64,7 @@ int main(int argc, char **argv) {
             if ((ok = l >= 0)) log_set_level((log_level_t) l);
         } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
         else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
+        else if (ok && strcmp(a, "--rejoin-window-s") == 0) ok = parse_seconds(v, &opt.rejoin_window_ms);
         else ok = 0;
         if (!ok) {
             fprintf(stderr, "pccl-master: bad argument %s%s%s\n", a, v ? " " : "", v ? v : "");

@@ -226,7 +226,7 @@ static bool await_reply(pcclComm_t *comm, ccoip_op_t *op, bool done, ccoip_packe
         *out = done ? op->done : op->commence;
         pthread_mutex_unlock(&c->lock);
         if (out->type != 0) return true;
-        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return false;
+        if (ccoip_link_broke_since_send(comm) || atomic_load(&comm->stopping)) return false;
         tpark_wait((const uint32_t *) &op->word, seen, -1);
     }
 }
@@ -305,7 +305,7 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
     p.u.collective_complete = (ccoip_collective_complete_t){op->tag, rc == REDUCE_OK};
-    bool done = ccoip_link_send(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
+    bool done = ccoip_link_send_more(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
     if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
     op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};

@@ -37,7 +37,7 @@ static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info)
     p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
     p.u.p2p_established.round = info->round;
     p.u.p2p_established.ok = ok;
-    if (ccoip_link_send(comm, &p) != CCOIP_OK) return ROUND_LOST;
+    if (ccoip_link_send_more(comm, &p) != CCOIP_OK) return ROUND_LOST;
     for (;;) {
         ccoip_packet_t r;
         if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return ROUND_LOST;

@@ -115,7 +115,19 @@ struct pcclComm_t {
     bool link_started;
     int link_wake[2];
     atomic_bool stopping;
-    atomic_bool master_lost;
+    atomic_bool master_lost; /* for good: every call fails with pcclMasterConnectionFailed */
+    /* Reconnecting after the master link broke (docs/master-restart.md): calls in flight fail,
+     * new ones wait. `link_epoch` counts the breaks: a reply awaited across one never comes. */
+    atomic_bool master_down;
+    _Atomic uint32_t link_epoch;
+    int64_t reconnect_ms; /* PCCL_MASTER_RECONNECT_S; 0: a break is for good */
+    /* What a REJOIN reports (guarded by mail_lock): the JOIN, the ring successor of the last
+     * round, the last revision synced. */
+    ccoip_join_t join;
+    ccoip_uuid_t ring_next;
+    uint64_t round;
+    bool has_rev;
+    uint64_t last_rev;
 
     /* Replies for the API thread. `events` is bumped (and woken) on every mailbox push, p2p
      * arrival and link loss: the one word the API thread parks on. */
@@ -182,9 +194,21 @@ void ccoip_peer_notify(pcclComm_t *comm);
 /* Connects, handshakes, JOINs with our listeners' ports, starts the thread. */
 pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_port, uint16_t bench_port);
 void ccoip_link_close(pcclComm_t *comm);         /* stop and join the thread, close the socket */
+/* Sends on the master link; while it reconnects, waits for it first (false when it is gone for
+ * good). Records the link's epoch for this thread: see ccoip_link_broke_since_send. */
 ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p);
+/* The next packet of an exchange this thread started with ccoip_link_send (a report, COMPLETE,
+ * DONE): CCOIP_ERR_CLOSED, without sending, when the link broke since, because the master it
+ * would reach now knows nothing of that exchange. */
+ccoip_status_t ccoip_link_send_more(pcclComm_t *comm, const ccoip_packet_t *p);
+/* True when the link is gone for good, or broke after this thread's last ccoip_link_send: the
+ * reply it awaits will not come. */
+bool ccoip_link_broke_since_send(pcclComm_t *comm);
+/* The REJOIN report: the ring successor of the round just made, the revision just synced. */
+void ccoip_link_note_ring(pcclComm_t *comm, const ccoip_uuid_t *next, uint64_t round);
+void ccoip_link_note_revision(pcclComm_t *comm, uint64_t revision);
 /* Takes the oldest mailbox packet, waiting until deadline (<0: forever). CCOIP_ERR_CLOSED when
- * the master link is gone or the communicator is stopping. */
+ * the master link broke since this thread's last send, or the communicator is stopping. */
 ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms);
 void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w);
 

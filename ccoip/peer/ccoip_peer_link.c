@@ -3,7 +3,13 @@
  * keeps the world sizes, pushes abort notices to the abort ring and to the op of their tag, hands
  * COMMENCE / DONE to the op of their tag (ccoip_coll.c), everything else to the mailbox, and
  * wakes the waiting thread through threadpark. Between reads it runs the collective watchdog
- * (ccoip_watchdog.c). */
+ * (ccoip_watchdog.c).
+ *
+ * When the link breaks after admission, the thread reconnects with backoff for
+ * PCCL_MASTER_RECONNECT_S (default 60 s) and sends REJOIN, so that a restarted master rebuilds
+ * its state from the peers (docs/master-restart.md). Meanwhile calls in flight fail (their
+ * replies died with the old connection: the epoch tells) and new calls wait for the link. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +24,14 @@
 
 #define MOD "ccoip-peer"
 #define HEARTBEAT_MS 1000
+#define RECONNECT_DEFAULT_S 60
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 2000
+
+/* The link epoch of this thread's last send (ccoip_link_broke_since_send); whether this thread
+ * is the master-link thread (which reconnects itself, so it never waits for the link). */
+static _Thread_local uint32_t tl_epoch;
+static _Thread_local bool tl_link_thread;
 
 void ccoip_peer_notify(pcclComm_t *comm) {
     atomic_fetch_add_explicit(&comm->events, 1, memory_order_release);
@@ -31,12 +45,67 @@ void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w) {
     atomic_store(&comm->world[3], w->largest_group_world_size);
 }
 
+/* PCCL_MASTER_RECONNECT_S: how long a broken master link is retried (0: not at all). */
+static int64_t reconnect_window_ms(void) {
+    const char *v = getenv("PCCL_MASTER_RECONNECT_S");
+    if (v == NULL || *v == '\0') return RECONNECT_DEFAULT_S * 1000;
+    char *end;
+    long long s = strtoll(v, &end, 10);
+    if (*end != '\0' || s < 0 || s > 86400) {
+        LOG_WARN(MOD, "PCCL_MASTER_RECONNECT_S=%s is not a number of seconds (0..86400); using %d", v,
+                 RECONNECT_DEFAULT_S);
+        return RECONNECT_DEFAULT_S * 1000;
+    }
+    return s * 1000;
+}
+
+/* Parks while the link thread reconnects; false when the link is gone for good or we stop. */
+static bool await_link_up(pcclComm_t *comm) {
+    if (tl_link_thread) return true;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return false;
+        if (!atomic_load(&comm->master_down)) return true;
+        tpark_wait((const uint32_t *) &comm->events, seen, -1);
+    }
+}
+
 ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p) {
+    if (!await_link_up(comm)) return CCOIP_ERR_CLOSED;
     pthread_mutex_lock(&comm->send_lock);
+    tl_epoch = atomic_load(&comm->link_epoch);
     ccoip_status_t st = ccoip_conn_send_with(comm->master_fd, p, &comm->send_buf);
     if (comm->send_buf.cap > CCOIP_LINK_KEEP_BYTES) ccoip_writer_free(&comm->send_buf);
     pthread_mutex_unlock(&comm->send_lock);
     return st;
+}
+
+ccoip_status_t ccoip_link_send_more(pcclComm_t *comm, const ccoip_packet_t *p) {
+    pthread_mutex_lock(&comm->send_lock);
+    ccoip_status_t st = ccoip_link_broke_since_send(comm) || atomic_load(&comm->master_down)
+                            ? CCOIP_ERR_CLOSED
+                            : ccoip_conn_send_with(comm->master_fd, p, &comm->send_buf);
+    pthread_mutex_unlock(&comm->send_lock);
+    return st;
+}
+
+bool ccoip_link_broke_since_send(pcclComm_t *comm) {
+    return atomic_load(&comm->master_lost) || atomic_load(&comm->link_epoch) != tl_epoch;
+}
+
+void ccoip_link_note_ring(pcclComm_t *comm, const ccoip_uuid_t *next, uint64_t round) {
+    pthread_mutex_lock(&comm->mail_lock);
+    comm->round = round;
+    if (next != NULL) comm->ring_next = *next;
+    else memset(&comm->ring_next, 0, sizeof comm->ring_next);
+    pthread_mutex_unlock(&comm->mail_lock);
+}
+
+void ccoip_link_note_revision(pcclComm_t *comm, uint64_t revision) {
+    pthread_mutex_lock(&comm->mail_lock);
+    comm->has_rev = true;
+    comm->last_rev = revision;
+    pthread_mutex_unlock(&comm->mail_lock);
 }
 
 static bool mail_push(pcclComm_t *comm, ccoip_packet_t *p) {
@@ -67,8 +136,8 @@ ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64
     for (;;) {
         /* Read the word before looking: a push after the look changes it and ends the wait. */
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        if (ccoip_link_broke_since_send(comm) || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
         if (mail_pop(comm, out)) return CCOIP_OK;
-        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
         int64_t timeout_ns = -1;
         if (deadline_ms >= 0) {
             int64_t left = deadline_ms - ccoip_now_ms();
@@ -87,9 +156,92 @@ static void link_lost(pcclComm_t *comm, const char *why) {
     ccoip_peer_notify(comm);
 }
 
+/* HELLO with our UUID, then REJOIN: what we were before the master was lost. CCOIP_OK when taken
+ * back; CCOIP_ERR_REFUSED when the master refuses for good; anything else: try again. */
+static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
+    ccoip_hello_ack_t ack;
+    ccoip_status_t st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, &comm->uuid, ccoip_now_ms() + 10000,
+                                         "the master", &ack);
+    if (st != CCOIP_OK) return st;
+    if (memcmp(&ack.uuid, &comm->uuid, sizeof ack.uuid) != 0) return CCOIP_ERR_TIMEOUT; /* held by our old connection */
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_REJOIN;
+    pthread_mutex_lock(&comm->mail_lock);
+    p.u.rejoin = (ccoip_rejoin_t){comm->join, comm->ring_next, comm->round, comm->has_rev, comm->last_rev};
+    pthread_mutex_unlock(&comm->mail_lock);
+    st = ccoip_conn_send(fd, &p);
+    ccoip_packet_t r;
+    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
+    if (st != CCOIP_OK) return st;
+    bool ok = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE && r.u.join_response.status == CCOIP_JOIN_OK;
+    bool refused = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE && r.u.join_response.status == CCOIP_JOIN_REJOIN_REFUSED;
+    ccoip_packet_free(&r);
+    return ok ? CCOIP_OK : refused ? CCOIP_ERR_REFUSED : CCOIP_ERR_IO;
+}
+
+/* The link broke: reconnect within the window (true), or give up for good (false). */
+static bool relink(pcclComm_t *comm, const char *why) {
+    if (atomic_load(&comm->stopping)) return false;
+    if (comm->reconnect_ms <= 0 || !atomic_load(&comm->accepted)) {
+        link_lost(comm, why);
+        return false;
+    }
+    LOG_WARN(MOD, "lost the connection to the master: %s; reconnecting for up to %lld s", why,
+             (long long) (comm->reconnect_ms / 1000));
+    atomic_store(&comm->master_down, true);
+    atomic_fetch_add(&comm->link_epoch, 1); /* replies awaited now will never come */
+    ccoip_packet_t stale;
+    while (mail_pop(comm, &stale)) ccoip_packet_free(&stale);
+    if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
+    ccoip_peer_notify(comm);
+    pthread_mutex_lock(&comm->send_lock);
+    ccoip_sock_close(comm->master_fd);
+    comm->master_fd = -1;
+    pthread_mutex_unlock(&comm->send_lock);
+
+    char name[80];
+    ccoip_format_address(&comm->params.master_address, name, sizeof name);
+    int64_t deadline = ccoip_now_ms() + comm->reconnect_ms;
+    int backoff = BACKOFF_FIRST_MS;
+    const char *last = "nobody listens";
+    while (!atomic_load(&comm->stopping)) {
+        int64_t left = deadline - ccoip_now_ms();
+        if (left <= 0) break;
+        ccoip_status_t st;
+        int fd = ccoip_sock_connect(&comm->params.master_address, (int) (left < 1000 ? left : 1000), &st);
+        if (fd >= 0) {
+            st = rejoin(comm, fd);
+            if (st == CCOIP_OK) {
+                pthread_mutex_lock(&comm->send_lock);
+                comm->master_fd = fd;
+                pthread_mutex_unlock(&comm->send_lock);
+                atomic_store(&comm->master_down, false);
+                ccoip_peer_notify(comm);
+                LOG_WARN(MOD, "reconnected to the master at %s", name);
+                return true;
+            }
+            ccoip_sock_close(fd);
+            if (st == CCOIP_ERR_REFUSED) {
+                last = "the master refused to take us back (a new master past its recovery window?)";
+                break;
+            }
+        }
+        last = ccoip_status_str(st);
+        if (ccoip_sock_wait(-1, comm->link_wake[0], backoff) == CCOIP_ERR_CLOSED) return false; /* stopping */
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s; no way back to %s (last: %s)", why, name, last);
+    link_lost(comm, msg);
+    atomic_store(&comm->master_down, false);
+    return false;
+}
+
 static void *link_main(void *arg) {
     pcclComm_t *comm = arg;
     ccoip_os_name_thread("pccl-link");
+    tl_link_thread = true;
     int64_t next_beat = ccoip_now_ms() + HEARTBEAT_MS;
     ccoip_packet_t beat;
     memset(&beat, 0, sizeof beat);
@@ -103,8 +255,9 @@ static void *link_main(void *arg) {
         if (st == CCOIP_ERR_CLOSED) break; /* woken to stop */
         if (ccoip_now_ms() >= next_beat) {
             if (ccoip_link_send(comm, &beat) != CCOIP_OK) {
-                link_lost(comm, "heartbeat could not be sent");
-                break;
+                if (!relink(comm, "heartbeat could not be sent")) break;
+                next_beat = ccoip_now_ms();
+                continue;
             }
             next_beat += HEARTBEAT_MS;
         }
@@ -112,7 +265,12 @@ static void *link_main(void *arg) {
         ccoip_packet_t p;
         st = ccoip_conn_recv(comm->master_fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 30000);
         if (st != CCOIP_OK) {
-            link_lost(comm, st == CCOIP_ERR_CLOSED ? "the master closed the connection" : ccoip_status_str(st));
+            if (!relink(comm, st == CCOIP_ERR_CLOSED ? "the master closed the connection" : ccoip_status_str(st))) break;
+            next_beat = ccoip_now_ms() + HEARTBEAT_MS;
+            continue;
+        }
+        if (p.type == CCOIP_PKT_M2C_BYE) { /* shut down on purpose: the run is over, no reconnecting */
+            link_lost(comm, "the master shut down");
             break;
         }
         switch (p.type) {
@@ -187,6 +345,8 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     p.u.join.p2p_port = p2p_port;
     p.u.join.ss_port = ss_port;
     p.u.join.bench_port = bench_port;
+    comm->join = p.u.join;
+    comm->reconnect_ms = reconnect_window_ms();
     st = ccoip_conn_send(fd, &p);
     ccoip_packet_t r;
     if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);

@@ -99,7 +99,7 @@ void ccoip_p2p_stop(pcclComm_t *comm) {
 /* A TOPOLOGY_RESULT (the round ended without us) or link loss while we connect. */
 static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
     if (ccoip_link_wait_mail(comm, early, 0) == CCOIP_OK) return true;
-    return atomic_load(&comm->master_lost) || atomic_load(&comm->stopping);
+    return ccoip_link_broke_since_send(comm) || atomic_load(&comm->stopping);
 }
 
 static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t stream,
@@ -216,6 +216,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     pthread_mutex_unlock(&p2p->lock);
     close_links(comm);
     p2p->links.epoch = info->round;
+    ccoip_link_note_ring(comm, tx != NULL ? &tx->uuid : NULL, info->round);
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_P2P_TIMEOUT_MS", 10000);
     uint32_t pool = comm->params.p2p_connection_pool_size;
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */

@@ -76,7 +76,10 @@ static const field_t hello_ack_fields[] = {U32(ccoip_hello_ack_t, magic), U16(cc
                                            U8R(ccoip_hello_ack_t, status, 0, 5), UUID(ccoip_hello_ack_t, uuid)};
 static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_join_t, p2p_port),
                                       U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port)};
-static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 2)};
+static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
+static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout), UUID(ccoip_rejoin_t, next),
+                                        U64(ccoip_rejoin_t, round),                                        U8R(ccoip_rejoin_t, has_rev, 0, 1), U64(ccoip_rejoin_t, last_rev)};
+static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 3)};
 static const field_t p2p_info_fields[] = {
     U64(ccoip_p2p_info_t, round),
     LIST(ccoip_p2p_info_t, peers, count, CCOIP_MAX_PEER_ENTRIES, entry_layout)};
@@ -124,7 +127,7 @@ static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
 static const layout_t ss_client_layout = {0, "client", sizeof(ccoip_ss_client_t), ss_client_fields,
                                           N(ss_client_fields), 0};
 static const field_t ss_result_fields[] = {
-    U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_TIMEOUT), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
+    U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_STALE), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
     NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
     LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
     LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout)};
@@ -167,6 +170,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_HELLO, "HELLO", hello_fields, 1),
     PACKET(CCOIP_PKT_HELLO_ACK, "HELLO_ACK", hello_ack_fields, 1),
     PACKET(CCOIP_PKT_C2M_JOIN, "C2M_JOIN", join_fields, 0),
+    PACKET(CCOIP_PKT_C2M_REJOIN, "C2M_REJOIN", rejoin_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_ACCEPT, "C2M_VOTE_ACCEPT"),
     PACKET(CCOIP_PKT_C2M_P2P_ESTABLISHED, "C2M_P2P_ESTABLISHED", p2p_established_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_PENDING, "C2M_VOTE_PENDING"),
@@ -176,6 +180,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_M2C_TOPOLOGY_RESULT, "M2C_TOPOLOGY_RESULT", topology_result_fields, 0),
     PACKET(CCOIP_PKT_M2C_PENDING_RESULT, "M2C_PENDING_RESULT", pending_result_fields, 0),
     PACKET(CCOIP_PKT_M2C_WORLD_UPDATE, "M2C_WORLD_UPDATE", world_update_fields, 0),
+    EMPTY(CCOIP_PKT_M2C_BYE, "M2C_BYE"),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_ABORT, "M2C_COLLECTIVE_ABORT", collective_abort_fields, 0),
     PACKET(CCOIP_PKT_P2P_BIND, "P2P_BIND", p2p_bind_fields, 0),
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_INIT, "C2M_COLLECTIVE_INIT", collective_init_fields, 0),

@@ -32,6 +32,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_P2P_ESTABLISHED = 0x0103,
     CCOIP_PKT_C2M_VOTE_PENDING = 0x0104, /* pcclArePeersPending */
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
+    CCOIP_PKT_C2M_REJOIN = 0x0106, /* instead of JOIN: a member back after losing the master */
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
@@ -46,6 +47,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_M2C_TOPOLOGY_RESULT = 0x0203,
     CCOIP_PKT_M2C_PENDING_RESULT = 0x0204,
     CCOIP_PKT_M2C_WORLD_UPDATE = 0x0205,
+    CCOIP_PKT_M2C_BYE = 0x0206, /* the master shuts down on purpose: do not reconnect */
     CCOIP_PKT_M2C_COLLECTIVE_ABORT = 0x0210,
     CCOIP_PKT_M2C_COLLECTIVE_COMMENCE = 0x0211, /* every member asked: go (or why not) */
     CCOIP_PKT_M2C_COLLECTIVE_DONE = 0x0212,     /* every member finished: the shared outcome */
@@ -78,7 +80,8 @@ typedef enum ccoip_hello_status_t {
 typedef enum ccoip_join_status_t {
     CCOIP_JOIN_OK = 0,
     CCOIP_JOIN_LOOPBACK_MIX = 1, /* loopback and non-loopback peers cannot share a run */
-    CCOIP_JOIN_BAD_STATE = 2
+    CCOIP_JOIN_BAD_STATE = 2,
+    CCOIP_JOIN_REJOIN_REFUSED = 3 /* REJOIN after the master's recovery window, or UUID in use */
 } ccoip_join_status_t;
 
 typedef enum ccoip_result_status_t {
@@ -116,6 +119,16 @@ typedef struct ccoip_join_t {
     uint16_t ss_port;    /* 0: no shared-state listener yet */
     uint16_t bench_port; /* 0: no benchmark listener yet */
 } ccoip_join_t;
+
+/* A member that lost the master tells a (restarted) master what it was: the master's soft state
+ * is rebuilt from these reports (docs/master-restart.md). The HELLO before it carries its UUID. */
+typedef struct ccoip_rejoin_t {
+    ccoip_join_t join;
+    ccoip_uuid_t next; /* its ring successor (CONNECT_TO) in the last round; zero when none */
+    uint64_t round;    /* that round's number: a new master numbers its rounds above it */
+    uint8_t has_rev;   /* it synced shared state successfully before, */
+    uint64_t last_rev; /* at this revision */
+} ccoip_rejoin_t;
 
 typedef struct ccoip_join_response_t {
     uint8_t status; /* ccoip_join_status_t */
@@ -221,7 +234,8 @@ typedef enum ccoip_ss_status_t {
     CCOIP_SS_MISMATCH = 3,   /* the tensor set differs from the others': `detail` names a tensor */
     CCOIP_SS_KICKED = 4,     /* SEND_ONLY without the popular content (`detail`); connection closed */
     CCOIP_SS_FAILED = 5,     /* the sync could not run (e.g. a duplicate tensor name) */
-    CCOIP_SS_TIMEOUT = 6     /* a member's watchdog ended the sync: not every member called it */
+    CCOIP_SS_TIMEOUT = 6,    /* a member's watchdog ended the sync: not every member called it */
+    CCOIP_SS_STALE = 7       /* a member of the group is in a topology vote: vote too, then sync */
 } ccoip_ss_status_t;
 
 /* Every string on the wire is `u16 length | bytes`; decoded strings are malloc'd and
@@ -351,6 +365,7 @@ typedef struct ccoip_packet_t {
         ccoip_hello_t hello;
         ccoip_hello_ack_t hello_ack;
         ccoip_join_t join;
+        ccoip_rejoin_t rejoin;
         ccoip_join_response_t join_response;
         ccoip_p2p_info_t p2p_info;
         ccoip_p2p_established_t p2p_established;

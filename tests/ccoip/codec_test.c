@@ -143,6 +143,23 @@ static void test_round_trips(void) {
     round_trip(&p, &b);
     CHECK(b.u.world_update.world.num_groups == 1);
 
+    p.type = CCOIP_PKT_C2M_REJOIN;
+    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull};
+    round_trip(&p, &b);
+    CHECK(b.u.rejoin.join.peer_group == 7 && b.u.rejoin.join.bench_port == 48151 && b.u.rejoin.round == 1234);
+    CHECK(memcmp(&b.u.rejoin.next, &p.u.rejoin.next, sizeof p.u.rejoin.next) == 0);
+    CHECK(b.u.rejoin.has_rev == 1 && b.u.rejoin.last_rev == 0xfedcba9876543210ull);
+    p.u.rejoin.has_rev = 2; /* a flag: 0 or 1 */
+    ccoip_writer_t bad;
+    ccoip_writer_init(&bad, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
+    CHECK(ccoip_packet_encode(&p, &bad) != CCOIP_OK || decode_bytes(CCOIP_PKT_C2M_REJOIN, bad.buf + CCOIP_HEADER_SIZE,
+                                                                    bad.len - CCOIP_HEADER_SIZE) == CCOIP_ERR_INVALID);
+    ccoip_writer_free(&bad);
+
+    p.type = CCOIP_PKT_M2C_BYE;
+    round_trip(&p, &b);
+    CHECK(b.type == CCOIP_PKT_M2C_BYE);
+
     p.type = CCOIP_PKT_M2C_COLLECTIVE_ABORT;
     p.u.collective_abort.tag = 0x1122334455667788ull;
     round_trip(&p, &b);
@@ -192,8 +209,10 @@ static void test_malformed(void) {
     pend[0] = 0;
     pend[1] = 2;
     CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
-    uint8_t jr[1] = {3};
+    uint8_t jr[1] = {4};
     CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_ERR_INVALID);
+    jr[0] = CCOIP_JOIN_REJOIN_REFUSED;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_OK);
 
     /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. */
     uint8_t info[12 + 30];

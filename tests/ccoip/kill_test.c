@@ -2,6 +2,7 @@
  * admission round, the master killed under the peers. Nobody hangs; the calls in flight return
  * success or an error promptly; the next pcclUpdateTopology succeeds with exact world sizes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@ static int vote(const int *ids, int n, int *results) {
 int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(200);
+    setenv("PCCL_MASTER_RECONNECT_S", "0", 1); /* step 5: the old contract, a lost master is lost for good */
     peer_bin = argv[2];
     int port = h_start_master(&m, argv[1], NULL);
     REQUIRE(port > 0);

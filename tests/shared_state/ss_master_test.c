@@ -56,10 +56,11 @@ static void reset(int n) {
     }
 }
 
-/* The last packet client i got (world updates after a drop aside), if of `type`. */
+/* The last packet client i got (world updates after a drop and the BYE of a kick aside), if of
+ * `type`. */
 static const ccoip_packet_t *last(int i, uint16_t type) {
     int k = nsent[i] - 1;
-    while (k >= 0 && sent[i][k].type == CCOIP_PKT_M2C_WORLD_UPDATE) k--;
+    while (k >= 0 && (sent[i][k].type == CCOIP_PKT_M2C_WORLD_UPDATE || sent[i][k].type == CCOIP_PKT_M2C_BYE)) k--;
     return k < 0 || sent[i][k].type != type ? NULL : &sent[i][k];
 }
 
@@ -180,6 +181,7 @@ static void test_strategies(void) {
     CHECK_EQ_U64(result(0)->status, CCOIP_SS_KICKED);
     CHECK(strcmp(result(0)->detail, "t1") == 0);
     CHECK(closed[0]);
+    CHECK_EQ_U64(sent[0][nsent[0] - 1].type, CCOIP_PKT_M2C_BYE); /* kicked on purpose: do not come back */
     CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
     CHECK_EQ_U64(result(1)->nfetch, 0);
     done(1, true);

@@ -1,0 +1,107 @@
+/* restart_peer MASTER_ADDR SHARD STEPS: one peer of a data-parallel run over pccl.h only, as the
+ * README's loop writes it, for restart_test. It prints where it is, so that the test can kill the
+ * master at the worst moments and check every step's weights on every peer:
+ *   "sync STEP" / "allreduce STEP"  right before pcclSynchronizeSharedState / pcclAllReduce
+ *   "step STEP rev REV hash HASH"    after each step (HASH: FNV-1a of the weights)
+ *   "error CALL RESULT"              a call failed (the loop then updates the topology)
+ *   "done STEP rev REV hash HASH"    at the end (exit 0)
+ *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3) */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pccl.h"
+
+#define N (1u << 20) /* 4 MiB of float weights and of gradient */
+
+static float w[N], g[N];
+static uint32_t step;
+
+static uint64_t fnv(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void update_topology(pcclComm_t *comm, const char *call, pcclResult_t why) {
+    printf("error %s %d\n", call, (int) why);
+    fflush(stdout);
+    if (why != pcclRankConnectionLost && why != pcclCollectiveTimeout && why != pcclTooFewPeers &&
+        why != pcclMasterConnectionFailed && why != pcclUpdateTopologyFailed && why != pcclInvalidUsage)
+        exit(1);
+    pcclResult_t r;
+    while ((r = pcclUpdateTopology(comm)) == pcclUpdateTopologyFailed || r == pcclInvalidUsage) usleep(10000);
+    if (r != pcclSuccess) {
+        printf("gave up %d\n", (int) r);
+        fflush(stdout);
+        exit(3);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    ccoip_socket_address_t addr;
+    unsigned a, b, c, d, port;
+    if (sscanf(argv[1], "%u.%u.%u.%u:%u", &a, &b, &c, &d, &port) != 5) return 2;
+    memset(&addr, 0, sizeof addr);
+    addr.inet.protocol = inetIPv4;
+    addr.inet.ipv4 = (ccoip_ipv4_address_t){{(uint8_t) a, (uint8_t) b, (uint8_t) c, (uint8_t) d}};
+    addr.port = (uint16_t) port;
+    int shard = atoi(argv[2]);
+    uint32_t steps = (uint32_t) atoi(argv[3]);
+    pcclCommCreateParams_t params = {.master_address = addr, .peer_group = 0, .p2p_connection_pool_size = 1};
+    pcclComm_t *comm;
+    if (pcclInit() || pcclCreateCommunicator(&params, &comm) || pcclConnect(comm)) return 1;
+    pcclTensorInfo_t infos[] = {{.name = "w", .data = w, .count = N, .datatype = pcclFloat},
+                                {.name = "step", .data = &step, .count = 1, .datatype = pcclUint32}};
+    pcclSharedState_t state = {.revision = 0, .count = 2, .infos = infos};
+    pcclReduceDescriptor_t avg = {.count = N, .op = pcclAvg, .src_descriptor = {.datatype = pcclFloat},
+                                  .quantization_options = {.quantized_datatype = pcclFloat}};
+    uint64_t last_rev = 0;
+    while (step < steps) {
+        bool pending;
+        int world = 0;
+        pcclResult_t r = pcclArePeersPending(comm, &pending);
+        if (r != pcclSuccess || pending) {
+            if (r == pcclSuccess) r = pcclUpdateTopology(comm);
+            if (r != pcclSuccess) update_topology(comm, "vote", r);
+            continue;
+        }
+        pcclGetAttribute(comm, PCCL_ATTRIBUTE_PEER_GROUP_WORLD_SIZE, &world);
+        if (world < 2) {
+            usleep(20000);
+            continue;
+        }
+        printf("sync %u\n", step);
+        fflush(stdout);
+        r = pcclSynchronizeSharedState(comm, &state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, NULL);
+        if (r != pcclSuccess) {
+            update_topology(comm, "sync", r);
+            continue;
+        }
+        if (last_rev != 0 && state.revision != last_rev + 1 && state.revision <= last_rev) {
+            printf("revision went from %" PRIu64 " to %" PRIu64 "\n", last_rev, state.revision);
+            return 4;
+        }
+        last_rev = state.revision;
+        state.revision++;
+        for (uint32_t i = 0; i < N; i++) g[i] = w[i] - (float) (shard + (int) (i % 7)) * 0.01f;
+        printf("allreduce %u\n", step);
+        fflush(stdout);
+        r = pcclAllReduce(g, g, &avg, comm, NULL);
+        if (r != pcclSuccess) {
+            update_topology(comm, "allreduce", r);
+            continue;
+        }
+        for (uint32_t i = 0; i < N; i++) w[i] -= 0.5f * g[i];
+        step++;
+        printf("step %u rev %" PRIu64 " hash %016" PRIx64 "\n", step, last_rev, fnv(w, sizeof w));
+        fflush(stdout);
+    }
+    printf("done %u rev %" PRIu64 " hash %016" PRIx64 "\n", step, last_rev, fnv(w, sizeof w));
+    fflush(stdout);
+    return pcclDestroyCommunicator(comm) == pcclSuccess ? 0 : 1;
+}
