@@ -37,6 +37,7 @@ static void update_topology(pcclComm_t *comm, const char *call, pcclResult_t why
     if (r != pcclSuccess) {
         printf("gave up %d\n", (int) r);
         fflush(stdout);
+        pcclDestroyCommunicator(comm); /* its threads end too (TSan reports leaked ones) */
         exit(3);
     }
 }
