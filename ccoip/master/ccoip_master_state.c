@@ -300,6 +300,18 @@ static void evaluate(ccoip_master_state_t *st) {
         start_round(st, true);
         return;
     }
+    if (optimize_votes == 0 && accept_votes > 0) {
+        /* Some asked for a topology round, the others whether one is due: it is. The pending
+         * voters hear "pending" and vote again with pcclUpdateTopology; the others keep waiting.
+         * (After a failure one peer updates while another, between calls, asks: both must meet.) */
+        for (size_t i = 0; i < st->nclients; i++) {
+            ccoip_mclient_t *c = st->clients[i];
+            if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_VOTE_PENDING) continue;
+            send_pending_result(st, c, CCOIP_RESULT_OK, true);
+            c->state = CCOIP_MSTATE_IDLE;
+        }
+        return;
+    }
     bool agree = pending_votes == accepted;
     if (!agree) LOG_WARN(MOD, "accepted peers voted for different things (%zu update topology, %zu peers pending)",
                          accept_votes, pending_votes);

@@ -10,9 +10,12 @@
 # Bounds: every process runs under `timeout`, in its own process group (timeout's), and the trap
 # kills every group on any way out. `env --default-signal` starts each with default signal
 # dispositions, whatever this shell or Bazel ignores (a background job of sh ignores SIGINT).
+# --restart: the master is SIGKILLed mid-run (after the 20th sync) and started again 1 s later on
+# the same port; the two peers must still both finish as above (docs/master-restart.md).
 set -u
-kill_one=0
+kill_one=0 restart=0
 [ "${1:-}" = "--kill" ] && { kill_one=1; shift; }
+[ "${1:-}" = "--restart" ] && { restart=1; shift; }
 ws=$TEST_SRCDIR/$TEST_WORKSPACE
 cd "$ws"
 out=${TEST_TMPDIR:-$(mktemp -d)}
@@ -27,6 +30,7 @@ trap 'exit 1' INT TERM HUP
 
 timeout -s KILL $((limit + 10)) env --default-signal ccoip/master/pccl-master --listen 127.0.0.1:0 \
     --log-level info > "$out/master.log" 2>&1 &
+master=$!
 groups="$groups $!"
 port=""
 for _ in $(seq 200); do
@@ -54,6 +58,18 @@ if [ $kill_one -eq 1 ]; then
     done
     kill -s KILL -- "-$pid2"
     echo "SIGKILLed peer 2 (master: $(grep -c "done: 3 accepted peers" "$out/master.log") rounds with 3 peers)"
+fi
+if [ $restart -eq 1 ]; then
+    for _ in $(seq $((limit * 100))); do
+        grep -q "shared state of group 0: revision 20," "$out/master.log" && break
+        sleep 0.01
+    done
+    kill -s KILL -- "-$master"
+    sleep 1
+    echo "SIGKILLed the master after the 20th sync; starting it again on port $port"
+    timeout -s KILL $((limit + 10)) env --default-signal ccoip/master/pccl-master --listen "127.0.0.1:$port" \
+        --log-level info >> "$out/master.log" 2>&1 &
+    groups="$groups $!"
 fi
 wait "$pid0"; rc0=$?
 wait "$pid1"; rc1=$?
