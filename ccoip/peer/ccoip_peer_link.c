@@ -136,8 +136,11 @@ ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64
     for (;;) {
         /* Read the word before looking: a push after the look changes it and ends the wait. */
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
-        if (ccoip_link_broke_since_send(comm) || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
+        /* A reply that came before the link was lost for good still counts (a kick's RESULT comes
+         * right before its BYE); one awaited across a reconnection never comes. */
+        if (atomic_load(&comm->link_epoch) != tl_epoch || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
         if (mail_pop(comm, out)) return CCOIP_OK;
+        if (atomic_load(&comm->master_lost)) return CCOIP_ERR_CLOSED;
         int64_t timeout_ns = -1;
         if (deadline_ms >= 0) {
             int64_t left = deadline_ms - ccoip_now_ms();
