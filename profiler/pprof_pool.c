@@ -13,6 +13,7 @@ int pprof_pool_init(pprof_pool_t *p, uint32_t n) {
     p->h = calloc(n, sizeof *p->h);
     if (p->h == NULL) return -1;
     p->n = n;
+    for (uint32_t i = 0; i < n; i++) atomic_init(&p->h[i].used, 0); /* fault the pages in now */
     return 0;
 }
 
@@ -108,7 +109,7 @@ int pprof_ring_init(pprof_ring_t *r, uint32_t n_pow2) {
     r->slots = calloc(n_pow2, sizeof *r->slots);
     if (r->slots == NULL) return -1;
     r->mask = n_pow2 - 1;
-    for (uint32_t i = 0; i < n_pow2; i++) atomic_init(&r->slots[i].seq, i);
+    for (uint32_t i = 0; i < n_pow2; i++) atomic_init(&r->slots[i].seq, i); /* also faults the pages in */
     return 0;
 }
 
@@ -147,6 +148,10 @@ int pprof_ring_pop(pprof_ring_t *r, pprof_ev_t *out) {
     atomic_store_explicit(&s->seq, r->head + r->mask + 1, memory_order_release);
     r->head++;
     return 1;
+}
+
+void pprof_prefault(void *buf, size_t n) {
+    for (size_t i = 0; i < n; i += 4096) ((volatile char *) buf)[i] = 0;
 }
 
 int64_t pprof_now_ns(void) {

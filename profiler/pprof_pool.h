@@ -5,6 +5,7 @@
 #define PCCL_PPROF_POOL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pccl_profiler.h"
@@ -69,6 +70,8 @@ void pprof_ring_push(pprof_ring_t *r, const pprof_ev_t *ev);
 /* The oldest event into *out; 0 when the ring is empty. The one reader only. */
 int pprof_ring_pop(pprof_ring_t *r, pprof_ev_t *out);
 
+/* Touches every page of buf: the data path then takes no page fault on it. */
+void pprof_prefault(void *buf, size_t n);
 int64_t pprof_now_ns(void);
 uint32_t pprof_tid(void);
 

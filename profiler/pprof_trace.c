@@ -234,6 +234,7 @@ static int trace_init(void **ctx, uint64_t comm_id, uint32_t *mask, const pcclPr
         free(t);
         return -1;
     }
+    pprof_prefault(t->iobuf, 1 << 20);
     setvbuf(t->f, t->iobuf, _IOFBF, 1 << 20);
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->f);
     t->first = true;

@@ -23,7 +23,7 @@ static inline void *ccoip_prof_api(const pprof_t *p, uint32_t api, uint64_t tag,
 
 /* The call returns r. */
 static inline void ccoip_prof_api_end(const pprof_t *p, void *h, pcclResult_t r) {
-    pprof_finish(p, pcclProfilerEventApi, h, pprof_reason(r), r);
+    if (PPROF_ON(p, pcclProfilerEventApi)) pprof_finish_slow(p, h, pprof_reason(r), r);
 }
 
 /* A phase of a collective begins (parent: the collective). */

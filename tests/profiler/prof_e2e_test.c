@@ -1,5 +1,5 @@
 /* prof_e2e_test: the profiler plugin end to end: the real pccl-master and prof_peer processes.
- * Usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM
+ * Usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC
  *   e2e:   3 peers with libtestprof.so: sync, async, quantized all-reduces, a shared-state sync
  *          with a transfer, then a SIGKILLed peer mid-loop; the plugin finds no error, every
  *          event is stopped, transfer bytes equal pcclReduceInfo_t, aborts say "peer lost".
@@ -8,7 +8,8 @@
  *          one warning each, and the all-reduce still works.
  *   trace: PCCL_TRACE_FILE alone: 1,000 all-reduces with bounded memory; the JSON parses
  *          (python3 -m json.tool) and holds the expected events (trace_check.py).
- *   stats: PCCL_PROFILER_PLUGIN=stats prints its table at destroy. */
+ *   stats: PCCL_PROFILER_PLUGIN=stats prints its table at destroy.
+ *   doc:   the example plugin of docs/profiler.md (DOC) counts 20 all-reduces and their bytes. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -313,9 +314,38 @@ static void case_stats(void) {
     CHECK(last == 50);
 }
 
+/* The example plugin of docs/profiler.md with 2 peers: its line at destroy counts the ops. */
+static void case_doc(const char *plugin) {
+    char so[PATH_MAX];
+    REQUIRE(realpath(plugin, so) != NULL);
+    setenv("PCCL_PROFILER_PLUGIN", so, 1);
+    char log0[300];
+    snprintf(log0, sizeof log0, "%s/doc-0.log", tmpdir);
+    npeers = 0;
+    h_stderr_path = "/dev/null";
+    port = h_start_master(&master, master_bin, NULL);
+    REQUIRE(port > 0);
+    REQUIRE(add_peer(0, 1, log0));
+    REQUIRE(add_peer(1, 1, NULL));
+    char lines[4][512];
+    all(2, "loop 20 1 65536", lines, 60000);
+    for (int i = 0; i < 2; i++) CHECK(strcmp(lines[i], "loop 20 0") == 0);
+    stop();
+    FILE *f = fopen(log0, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    unsigned long long colls = 0, sent = 0;
+    double ms = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "example plugin: %llu collectives, %lf ms, %llu bytes sent", &colls, &ms, &sent) == 3) break;
+    fclose(f);
+    /* 20 all-reduces of 256 KiB between 2 peers: each sends half, twice (reduce-scatter, all-gather). */
+    CHECK(colls == 20 && sent == 20ull * 65536 * 4 && ms > 0);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 8) {
-        fprintf(stderr, "usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM\n");
+    if (argc < 9) {
+        fprintf(stderr, "usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC\n");
         return 2;
     }
     h_init(240);
@@ -336,6 +366,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[1], "load") == 0) case_load(testprof, v2, nosym);
     else if (strcmp(argv[1], "trace") == 0) case_trace(dir);
     else if (strcmp(argv[1], "stats") == 0) case_stats();
+    else if (strcmp(argv[1], "doc") == 0) case_doc(argv[8]);
     else return 2;
     printf("%d checks, %d failed\n", check_count, check_failures);
     return check_failures ? 1 : 0;
