@@ -192,10 +192,11 @@ typedef struct reduce_ring_stage {
 
 /* Profiling hooks (docs/profiler.md): begin(ctx, phase) when phase 0 (reduce-scatter) or 1
  * (all-gather) starts, returning what the ring stores in reduce_req_t.trace of the phase's
- * requests; end(ctx, phase, ok) once every request of the phase completed, or was cancelled. */
+ * requests; end(ctx, phase, rc) once every request of the phase completed (rc REDUCE_OK), or
+ * was cancelled (rc: the ring's error). */
 typedef struct reduce_ring_probe {
     void *(*begin)(void *ctx, int phase);
-    void (*end)(void *ctx, int phase, int ok);
+    void (*end)(void *ctx, int phase, int rc);
     void *ctx;
 } reduce_ring_probe_t;
 

@@ -417,7 +417,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         }
 
         if (probe != NULL && ph_open[0] == 1 && s_retired >= rs_sends && r_done >= rs_recvs) {
-            probe->end(probe->ctx, 0, 1);
+            probe->end(probe->ctx, 0, REDUCE_OK);
             ph_open[0] = 2;
         }
         if (s_retired == total_sends && r_done == total_recvs) break;
@@ -436,7 +436,7 @@ out:
     }
     /* After the cancels: no request of the ring is in a link's hands any more. */
     for (int k = 0; k < 2; k++)
-        if (ph_open[k] == 1) probe->end(probe->ctx, k, rc == REDUCE_OK);
+        if (ph_open[k] == 1) probe->end(probe->ctx, k, rc);
     for (uint32_t i = 0; i < nstaging; i++) reduce_cache_free(p->cache, staging[i]);
     reduce_cache_free(p->cache, qblock);
     if (stats != NULL) {

@@ -54,11 +54,14 @@ static void *probe_begin(void *ctx, int phase) {
     return r->phase[phase];
 }
 
-static void probe_end(void *ctx, int phase, int ok) {
+/* A ring phase that failed: a link broke, the master aborted the collective (a member left or a
+ * watchdog fired: the collective's own Aborted says which), or this peer failed locally. */
+static void probe_end(void *ctx, int phase, int rc) {
     ccoip_ring_prof_t *r = ctx;
     if (!PPROF_ON(r->prof, pcclProfilerEventPhase)) return;
-    if (!ok) {
-        pcclProfilerStateArgs_t a = {.reason = pcclProfilerAbortPeerLost};
+    if (rc != REDUCE_OK) {
+        pcclProfilerStateArgs_t a = {.reason = rc == REDUCE_ELINK || rc == REDUCE_EABORTED ? pcclProfilerAbortPeerLost
+                                                                                           : pcclProfilerAbortLocal};
         pprof_state(r->prof, r->phase[phase], pcclProfilerStateAborted, &a);
     }
     pprof_stop(r->prof, pcclProfilerEventPhase, r->phase[phase]);

@@ -54,8 +54,10 @@ static round_outcome_t round_body(pcclComm_t *comm, const ccoip_p2p_info_t *info
 static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
     void *ev = ccoip_prof_topology(&comm->prof, comm->prof_api, info->round, info->count);
     round_outcome_t o = round_body(comm, info);
-    ccoip_prof_topology_end(&comm->prof, ev, o == ROUND_OK ? 0 : o == ROUND_LOST ? pcclProfilerAbortMasterLost
-                                                                               : pcclProfilerAbortPeerLost);
+    ccoip_prof_topology_end(&comm->prof, ev, o == ROUND_OK         ? 0
+                                             : o == ROUND_LOST     ? pcclProfilerAbortMasterLost
+                                             : o == ROUND_MISMATCH ? pcclProfilerAbortMismatch
+                                                                   : pcclProfilerAbortPeerLost);
     return o;
 }
 

@@ -110,6 +110,7 @@ static void query(int i, unsigned long long v[19]) {
 }
 
 static void case_e2e(void) {
+    setenv("PCCL_BENCH_MS", "50", 1); /* the master's bandwidth measurements (pcclOptimizeTopology) */
     REQUIRE(start(3, 1, NULL));
     check_ar(3, 1, 100003, 7);
     char lines[4][512];
@@ -155,7 +156,18 @@ static void case_e2e(void) {
         CHECK(v[8] == 1 && v[10] == 1);   /* one sync, hashed once */
         CHECK(v[9] == (i == 2 ? 1u : 0u) && v[13] == (i == 2 ? bytes : 0)); /* the fetched tensor */
         CHECK(v[11] >= 1);                /* topology rounds (admission) */
+        CHECK(v[12] == 0);
     }
+    /* pcclOptimizeTopology: bandwidth measurements (and a round when the ring changes). */
+    all(3, "optimize", lines, 60000);
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(lines[i], "optimize 0") != 0) fprintf(stderr, "peer %d: %s\n", i, lines[i]);
+        CHECK(strcmp(lines[i], "optimize 0") == 0);
+        unsigned long long v[19];
+        query(i, v);
+        CHECK(v[1] == 0 && v[12] >= 1); /* nothing open; measured at least one peer */
+    }
+    check_ar(3, 50, 30011, 7);
     /* A peer SIGKILLed mid-loop: the survivors' collectives end aborted, reason peer lost. */
     all(3, "rss", lines, 5000);
     for (int i = 0; i < 3; i++) CHECK(h_send(&peers[i], "loop 100000 1000 262144"));

@@ -4,7 +4,7 @@
  * testprof_query / testprof_coll.
  *
  * Inputs are exact small floats in(idx, tag, i); MASK is the set of peer indices taking part.
- *   connect | update            -> "connect R" | "update R"
+ *   connect | update | optimize -> "connect R" | "update R" | "optimize R"
  *   ar TAG COUNT MASK           -> "ar R BAD TX RX PTX PRX STX SRX PHASES" (P: the plugin's sums of
  *                                  transfer bytes; S: its Bytes state; PHASES: bit mask seen)
  *   async K TAG0 COUNT MASK     -> "async NFAIL NBAD NMISMATCH"  (K async ops at once, then await)
@@ -91,6 +91,8 @@ int main(int argc, char **argv) {
         unsigned long long a = 0, b = 0, c = 0, d4 = 0;
         if (strncmp(line, "connect", 7) == 0) {
             printf("connect %d\n", (int) pcclConnect(comm));
+        } else if (strncmp(line, "optimize", 8) == 0) {
+            printf("optimize %d\n", (int) pcclOptimizeTopology(comm));
         } else if (strncmp(line, "update", 6) == 0) {
             printf("update %d\n", (int) pcclUpdateTopology(comm));
         } else if (sscanf(line, "ar %llu %llu %llx", &a, &b, &c) == 3) {
