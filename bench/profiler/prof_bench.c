@@ -5,8 +5,9 @@
  *      with every event on, the trace plugin. Batches run interleaved (none, mask 0, all, trace,
  *      then rotated), one configuration at a time; a configuration's value is the median of its
  *      batches' medians (peer 0's clock), the ratio is against no plugin in the same run.
- *   2. The event sites themselves, in this process: one API start + stop with mask 0 and with an
- *      empty plugin that wants every event, against the same loop without a site.
+ *   2. The event sites themselves, in this process: one API start + stop with mask 0, with an
+ *      empty plugin that wants every event and with the trace plugin, against the same loop
+ *      without a site.
  * Usage: prof_bench MASTER_BIN PEER_BIN EMPTY_PLUGIN */
 #include <signal.h>
 #include <stdio.h>
@@ -107,6 +108,7 @@ static int e_state(void *h, pcclProfilerState_t s, const pcclProfilerStateArgs_t
 }
 static int e_fin(void *c) { return c != NULL; }
 static const pcclProfiler_v1_t empty_plugin = {"empty", e_init, e_start, e_stop, e_state, e_fin};
+static void nolog(pcclProfilerLogLevel_t level, const char *fmt, ...) { (void) level, (void) fmt; }
 
 /* ns per iteration of: nothing (mode 0), one API event site start + end (mode 1). */
 static double site_ns(pprof_t *const volatile *pp, int mode, long n) {
@@ -144,6 +146,24 @@ int main(int argc, char **argv) {
     double base = site_ns(&p_off, 0, n), s_off = site_ns(&p_off, 1, n), s_on = site_ns(&p_on, 1, n);
     printf("profiler_site_mask0,%.3f,ns/event,%.3f,%.3f\n", s_off, base, s_off / base);
     printf("profiler_site_empty_plugin,%.3f,ns/event,%.3f,%.3f\n", s_on, base, s_on / base);
+    /* The trace plugin itself: a ring big enough that nothing is dropped while we time it. */
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/site-%%p.json", tmp);
+    setenv("PCCL_TRACE_FILE", pattern, 1);
+    setenv("PCCL_TRACE_BUFFER_EVENTS", "262144", 1);
+    pprof_t tr = {0};
+    uint32_t mask = 0;
+    pcclProfilerCommInfo_t info = {PCCL_PROFILER_VERSION, 0, 1, (uint32_t) getpid(), "bench"};
+    if (pprof_trace_plugin.init(&tr.ctx, 1, &mask, &info, nolog) == 0) {
+        tr.mask = mask;
+        tr.plugin = &pprof_trace_plugin;
+        pprof_t *const volatile p_tr = &tr;
+        double s_tr = site_ns(&p_tr, 1, 40000); /* 5 x 40,000 events: under the ring's size */
+        pprof_trace_plugin.finalize(tr.ctx);
+        printf("profiler_site_trace_plugin,%.3f,ns/event,%.3f,%.3f\n", s_tr, base, s_tr / base);
+    }
+    unsetenv("PCCL_TRACE_FILE");
+    unsetenv("PCCL_TRACE_BUFFER_EVENTS");
     fflush(stdout);
 
     for (int c = 0; c < NCONF; c++) {
@@ -158,7 +178,7 @@ int main(int argc, char **argv) {
         const char *name;
         size_t count;
         int per_batch, batches;
-    } sizes[] = {{"1MiB", 1 << 18, 40, 15}, {"64MiB", 1 << 24, 2, 7}};
+    } sizes[] = {{"1MiB", 1 << 18, 40, 15}, {"64MiB", 1 << 24, 2, 11}};
     int rc = 0;
     for (int s = 0; s < 2; s++) {
         double v[NCONF][32];
