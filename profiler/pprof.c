@@ -1,15 +1,14 @@
 /* pprof.c: finding, loading and starting the profiler plugin of a communicator. */
 #include "profiler/pprof.h"
 
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "log/log.h"
+#include "profiler/pprof_os.h"
 
 #define MOD "profiler"
 
@@ -28,7 +27,7 @@ static int other_version(void *dl) {
     char sym[32];
     for (int v = 2; v <= 9; v++) {
         snprintf(sym, sizeof sym, "pcclProfiler_v%d", v);
-        if (dlsym(dl, sym) != NULL) return v;
+        if (pprof_os_sym(dl, sym) != NULL) return v;
     }
     return 0;
 }
@@ -39,23 +38,23 @@ static const pcclProfiler_v1_t *find(const char *name, void **dl_out) {
     if (strcmp(name, "trace") == 0) return &pprof_trace_plugin;
     if (strcmp(name, "stats") == 0) return &pprof_stats_plugin;
     if (strcmp(name, "STATIC_PLUGIN") == 0) {
-        const pcclProfiler_v1_t *s = dlsym(RTLD_DEFAULT, "pcclProfiler_v1");
+        const pcclProfiler_v1_t *s = pprof_os_sym(NULL, "pcclProfiler_v1");
         if (s == NULL)
             LOG_WARN(MOD, "PCCL_PROFILER_PLUGIN=STATIC_PLUGIN: the program exports no pcclProfiler_v1 "
                           "(link it with -rdynamic); profiling off");
         return s;
     }
-    void *dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    void *dl = pprof_os_open(name);
     char alt[512];
     if (dl == NULL && strchr(name, '/') == NULL) {
         snprintf(alt, sizeof alt, "libpccl-profiler-%s.so", name);
-        dl = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
+        dl = pprof_os_open(alt);
     }
     if (dl == NULL) {
-        LOG_WARN(MOD, "PCCL_PROFILER_PLUGIN=%s: cannot load it (%s); profiling off", name, dlerror());
+        LOG_WARN(MOD, "PCCL_PROFILER_PLUGIN=%s: cannot load it (%s); profiling off", name, pprof_os_error());
         return NULL;
     }
-    const pcclProfiler_v1_t *s = dlsym(dl, "pcclProfiler_v1");
+    const pcclProfiler_v1_t *s = pprof_os_sym(dl, "pcclProfiler_v1");
     if (s == NULL) {
         int v = other_version(dl);
         if (v != 0)
@@ -63,7 +62,7 @@ static const pcclProfiler_v1_t *find(const char *name, void **dl_out) {
                      name, v, PCCL_PROFILER_VERSION);
         else
             LOG_WARN(MOD, "PCCL_PROFILER_PLUGIN=%s exports no pcclProfiler_v1; profiling off", name);
-        dlclose(dl);
+        pprof_os_close(dl);
         return NULL;
     }
     *dl_out = dl;
@@ -85,17 +84,17 @@ void pprof_open(pprof_t *p, uint32_t peer_group, uint32_t pool_size) {
     if (plugin->init == NULL || plugin->start_event == NULL || plugin->stop_event == NULL ||
         plugin->record_event_state == NULL || plugin->finalize == NULL) {
         LOG_WARN(MOD, "profiler plugin %s: a function of pcclProfiler_v1 is NULL; profiling off", name);
-        if (dl != NULL) dlclose(dl);
+        if (dl != NULL) pprof_os_close(dl);
         return;
     }
-    uint64_t id = (uint64_t) getpid() << 32 | (atomic_fetch_add(&comms, 1) + 1);
-    pcclProfilerCommInfo_t info = {PCCL_PROFILER_VERSION, peer_group, pool_size, (uint32_t) getpid(), "0.1.0"};
+    uint64_t id = (uint64_t) pprof_pid() << 32 | (atomic_fetch_add(&comms, 1) + 1);
+    pcclProfilerCommInfo_t info = {PCCL_PROFILER_VERSION, peer_group, pool_size, pprof_pid(), "0.1.0"};
     uint32_t mask = 0;
     void *ctx = NULL;
     int rc = plugin->init(&ctx, id, &mask, &info, plugin_log);
     if (rc != 0) {
         LOG_WARN(MOD, "profiler plugin %s: init failed (%d); profiling off", plugin->name ? plugin->name : name, rc);
-        if (dl != NULL) dlclose(dl);
+        if (dl != NULL) pprof_os_close(dl);
         return;
     }
     LOG_INFO(MOD, "profiler plugin %s loaded, event mask 0x%x", plugin->name ? plugin->name : name, mask);
@@ -104,7 +103,7 @@ void pprof_open(pprof_t *p, uint32_t peer_group, uint32_t pool_size) {
 
 void pprof_close(pprof_t *p) {
     if (p->plugin != NULL) p->plugin->finalize(p->ctx);
-    if (p->dl != NULL) dlclose(p->dl);
+    if (p->dl != NULL) pprof_os_close(p->dl);
     memset(p, 0, sizeof *p);
 }
 

@@ -4,9 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 int pprof_pool_init(pprof_pool_t *p, uint32_t n) {
     memset(p, 0, sizeof *p);
@@ -154,14 +151,3 @@ void pprof_prefault(void *buf, size_t n) {
     for (size_t i = 0; i < n; i += 4096) ((volatile char *) buf)[i] = 0;
 }
 
-int64_t pprof_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-uint32_t pprof_tid(void) {
-    static __thread uint32_t tid;
-    if (tid == 0) tid = (uint32_t) syscall(SYS_gettid);
-    return tid;
-}

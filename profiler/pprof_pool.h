@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "pccl_profiler.h"
+#include "profiler/pprof_os.h"
 
 /* One event between start and stop (a handle), and, copied, one finished event in the ring. */
 typedef struct pprof_ev_t {
@@ -72,7 +73,5 @@ int pprof_ring_pop(pprof_ring_t *r, pprof_ev_t *out);
 
 /* Touches every page of buf: the data path then takes no page fault on it. */
 void pprof_prefault(void *buf, size_t n);
-int64_t pprof_now_ns(void);
-uint32_t pprof_tid(void);
 
 #endif /* PCCL_PPROF_POOL_H */
