@@ -1,5 +1,5 @@
 /* prof_e2e_test: the profiler plugin end to end: the real pccl-master and prof_peer processes.
- * Usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC
+ * Usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC STATIC_PEER
  *   e2e:   3 peers with libtestprof.so: sync, async, quantized all-reduces, a shared-state sync
  *          with a transfer, then a SIGKILLed peer mid-loop; the plugin finds no error, every
  *          event is stopped, transfer bytes equal pcclReduceInfo_t, aborts say "peer lost".
@@ -9,7 +9,8 @@
  *   trace: PCCL_TRACE_FILE alone: 1,000 all-reduces with bounded memory; the JSON parses
  *          (python3 -m json.tool) and holds the expected events (trace_check.py).
  *   stats: PCCL_PROFILER_PLUGIN=stats prints its table at destroy.
- *   doc:   the example plugin of docs/profiler.md (DOC) counts 20 all-reduces and their bytes. */
+ *   doc:   the example plugin of docs/profiler.md (DOC) counts 20 all-reduces and their bytes.
+ *   static: PCCL_PROFILER_PLUGIN=STATIC_PLUGIN finds the test plugin inside STATIC_PEER. */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -355,9 +356,23 @@ static void case_doc(const char *plugin) {
     CHECK(colls == 20 && sent == 20ull * 65536 * 4 && ms > 0);
 }
 
+/* PCCL_PROFILER_PLUGIN=STATIC_PLUGIN with the test plugin linked into the peer program. */
+static void case_static(const char *static_peer) {
+    setenv("PCCL_PROFILER_PLUGIN", "STATIC_PLUGIN", 1);
+    peer_bin = static_peer;
+    REQUIRE(start(2, 1, NULL));
+    check_ar(2, 3, 50021, 3);
+    unsigned long long v[19];
+    for (int i = 0; i < 2; i++) {
+        query(i, v);
+        CHECK(v[1] == 0 && v[2] == 1 && v[5] == 1); /* one init, one collective */
+    }
+    stop();
+}
+
 int main(int argc, char **argv) {
-    if (argc < 9) {
-        fprintf(stderr, "usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC\n");
+    if (argc < 10) {
+        fprintf(stderr, "usage: prof_e2e_test CASE MASTER PEER TESTPROF EMPTY V2 NOSYM DOC STATIC_PEER\n");
         return 2;
     }
     h_init(240);
@@ -379,6 +394,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[1], "trace") == 0) case_trace(dir);
     else if (strcmp(argv[1], "stats") == 0) case_stats();
     else if (strcmp(argv[1], "doc") == 0) case_doc(argv[8]);
+    else if (strcmp(argv[1], "static") == 0) case_static(argv[9]);
     else return 2;
     printf("%d checks, %d failed\n", check_count, check_failures);
     return check_failures ? 1 : 0;
