@@ -80,8 +80,10 @@ typedef struct pcclProfilerEventDescr_t {
             uint32_t datatype;  /* pcclDataType_t */
             uint32_t op;        /* pcclRedOp_t */
             uint32_t quantized_datatype, quantization_algorithm;
-            uint32_t world_size, rank; /* 0 until COMMENCE: see record_event_state(Commenced) */
-            uint32_t tx_stream, rx_stream; /* pool streams, idem */
+            /* 0 in version 1: not known before COMMENCE. The Commenced state carries world and
+             * rank, each transfer its pool stream. */
+            uint32_t world_size, rank;
+            uint32_t tx_stream, rx_stream;
         } coll;
         struct {
             uint32_t phase; /* pcclProfilerPhase_t */

@@ -4,8 +4,8 @@
  *
  * Kinds: every API call, the collective, its four phases, sends and receives, the shared-state
  * sync, tensor fetches, hashing, topology rounds and bandwidth measurements. Counters are atomic
- * adds into fixed arrays; the histogram has 4 buckets per power of two of nanoseconds (the
- * percentiles are within 19% of the true value). */
+ * adds into fixed arrays; the histogram has 4 buckets per power of two of nanoseconds (a
+ * percentile is its bucket's middle: within ~10% of the true value). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
