@@ -3,8 +3,10 @@
  *      configurations at once (each its own pccl-master and 2 ar_bench_peer processes, set up by
  *      the environment): no plugin (the baseline), an empty plugin with mask 0, the empty plugin
  *      with every event on, the trace plugin. Batches run interleaved (none, mask 0, all, trace,
- *      then rotated), one configuration at a time; a configuration's value is the median of its
- *      batches' medians (peer 0's clock), the ratio is against no plugin in the same run.
+ *      then rotated), one configuration at a time, over ROUNDS fresh sets of groups; a
+ *      configuration's value is the median of its batches' medians (peer 0's clock), the ratio
+ *      is against no plugin in the same run; the
+ *      _best rows take each configuration's fastest batch instead (robust on a loaded machine).
  *   2. The event sites themselves, in this process: one API start + stop with mask 0, with an
  *      empty plugin that wants every event and with the trace plugin, against the same loop
  *      without a site.
@@ -20,6 +22,7 @@
 #include "tests/ccoip/harness.h"
 
 #define NCONF 4
+#define ROUNDS 3
 
 static const char *conf_names[NCONF] = {"none", "empty_mask0", "empty_all", "trace"};
 static h_proc_t masters[NCONF], peers[NCONF][2];
@@ -166,46 +169,58 @@ int main(int argc, char **argv) {
     unsetenv("PCCL_TRACE_BUFFER_EVENTS");
     fflush(stdout);
 
-    for (int c = 0; c < NCONF; c++) {
-        set_env(c, empty, tmp);
-        if (!start_group(c, argv[1], argv[2])) {
-            fprintf(stderr, "prof_bench: cannot start configuration %s\n", conf_names[c]);
-            return 1;
-        }
-    }
-    set_env(0, empty, tmp);
+    /* A group's TCP connections keep their state (windows, buffers) from batch to batch, so one
+     * set of groups carries a per-group bias: ROUNDS fresh sets, batches of every round pooled. */
     struct {
         const char *name;
         size_t count;
-        int per_batch, batches;
-    } sizes[] = {{"1MiB", 1 << 18, 40, 15}, {"64MiB", 1 << 24, 2, 11}};
-    int rc = 0;
-    for (int s = 0; s < 2; s++) {
-        double v[NCONF][32];
-        for (int b = 0; b < sizes[s].batches; b++)
-            for (int k = 0; k < NCONF; k++) {
-                int c = (k + b) % NCONF;
-                v[c][b] = batch(c, sizes[s].count, sizes[s].per_batch);
-                if (v[c][b] < 0) rc = 1;
+        int per_batch, batches; /* per round */
+    } sizes[] = {{"1MiB", 1 << 18, 40, 8}, {"64MiB", 1 << 24, 2, 4}};
+    double v[2][NCONF][ROUNDS * 8];
+    int nv[2] = {0, 0}, rc = 0;
+    for (int round = 0; round < ROUNDS && rc == 0; round++) {
+        for (int c = 0; c < NCONF; c++) {
+            set_env(c, empty, tmp);
+            if (!start_group(c, argv[1], argv[2])) {
+                fprintf(stderr, "prof_bench: cannot start configuration %s\n", conf_names[c]);
+                return 1;
             }
-        double med[NCONF];
-        for (int c = 0; c < NCONF; c++) med[c] = median(v[c], sizes[s].batches);
+        }
+        set_env(0, empty, tmp);
+        for (int s = 0; s < 2; s++)
+            for (int b = 0; b < sizes[s].batches; b++, nv[s]++)
+                for (int k = 0; k < NCONF; k++) {
+                    int c = (k + b + round) % NCONF;
+                    v[s][c][nv[s]] = batch(c, sizes[s].count, sizes[s].per_batch);
+                    if (v[s][c][nv[s]] < 0) rc = 1;
+                }
+        for (int c = 0; c < NCONF; c++) {
+            for (int i = 0; i < 2; i++) {
+                h_send(&peers[c][i], "quit");
+                h_wait(&peers[c][i], 10000);
+            }
+            h_kill(&masters[c], SIGTERM);
+            h_wait(&masters[c], 5000);
+        }
+    }
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        double med[NCONF], lo[NCONF];
+        for (int c = 0; c < NCONF; c++) {
+            med[c] = median(v[s][c], nv[s]); /* sorts v[s][c] */
+            lo[c] = v[s][c][0];
+        }
         for (int c = 1; c < NCONF; c++) {
             printf("profiler_allreduce_%s_%s,%.1f,us/op,%.1f,%.4f\n", sizes[s].name, conf_names[c], med[c], med[0],
                    med[c] / med[0]);
-            fprintf(stderr, "prof_bench: %s %s: %+.1f us per op (%+.2f%%) against no plugin\n", sizes[s].name,
-                    conf_names[c], med[c] - med[0], 100.0 * (med[c] / med[0] - 1));
+            /* The fastest batch: what a configuration costs when the machine leaves it alone. */
+            printf("profiler_allreduce_%s_%s_best,%.1f,us/op,%.1f,%.4f\n", sizes[s].name, conf_names[c], lo[c], lo[0],
+                   lo[c] / lo[0]);
+            fprintf(stderr, "prof_bench: %s %s: %+.1f us per op (%+.2f%%) against no plugin (best batches: %+.2f%%)\n",
+                    sizes[s].name, conf_names[c], med[c] - med[0], 100.0 * (med[c] / med[0] - 1),
+                    100.0 * (lo[c] / lo[0] - 1));
         }
-        fflush(stdout);
     }
-    for (int c = 0; c < NCONF; c++) {
-        for (int i = 0; i < 2; i++) {
-            h_send(&peers[c][i], "quit");
-            h_wait(&peers[c][i], 10000);
-        }
-        h_kill(&masters[c], SIGTERM);
-        h_wait(&masters[c], 5000);
-    }
+    fflush(stdout);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) fprintf(stderr, "prof_bench: could not remove %s\n", tmp);
