@@ -132,6 +132,7 @@ typedef struct reduce_req {
     _Atomic uint32_t *doorbell; /* set by the poster; outlives the link's use of it */
     uint32_t flags;             /* set by the poster: REDUCE_SEND_BY_REFERENCE or 0 */
     void *link_private[2];      /* scratch for the link while the request is pending */
+    void *trace;                /* set by the poster: the profiler's parent for the link's event */
 } reduce_req_t;
 
 /* One direction-agnostic connection to a neighbour (see README.md "Link contract"):
@@ -189,6 +190,16 @@ typedef struct reduce_ring_stage {
     void *ctx;
 } reduce_ring_stage_t;
 
+/* Profiling hooks (docs/profiler.md): begin(ctx, phase) when phase 0 (reduce-scatter) or 1
+ * (all-gather) starts, returning what the ring stores in reduce_req_t.trace of the phase's
+ * requests; end(ctx, phase, rc) once every request of the phase completed (rc REDUCE_OK), or
+ * was cancelled (rc: the ring's error). */
+typedef struct reduce_ring_probe {
+    void *(*begin)(void *ctx, int phase);
+    void (*end)(void *ctx, int phase, int rc);
+    void *ctx;
+} reduce_ring_probe_t;
+
 typedef struct reduce_ring_params {
     uint32_t rank;                     /* position in the ring, < world_size */
     uint32_t world_size;               /* peers in the ring, >= 1 */
@@ -210,6 +221,7 @@ typedef struct reduce_ring_params {
     /* Non-zero: plain (unquantized) sends carry REDUCE_SEND_BY_REFERENCE. The caller then keeps
      * sendbuf and recvbuf unchanged until every peer's ring has finished, not only this one. */
     int send_by_reference;
+    const reduce_ring_probe_t *probe;  /* NULL: no profiling */
 } reduce_ring_params_t;
 
 typedef struct reduce_ring_stats {

@@ -192,11 +192,12 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
      * its last step; reduce-scatter receives come first in the receive stream. */
     uint64_t n0 = nsub_of(&g, chunk_at(&g, 1, 0));
-    uint64_t total_recvs = 0, rs_recvs = 0;
+    uint64_t total_recvs = 0, rs_recvs = 0, rs_sends = n0;
     for (uint32_t t = 0; t < steps(&g); t++) {
         uint64_t k = nsub_of(&g, chunk_at(&g, 2, t));
         total_recvs += k;
         if (t < n - 1) rs_recvs += k;
+        if (t + 2 < n) rs_sends += k; /* forwarded at step t + 1, still a reduce-scatter step */
     }
     uint64_t total_sends = n0 + total_recvs - nsub_of(&g, chunk_at(&g, 2, steps(&g) - 1));
 
@@ -247,6 +248,14 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     cursor_init(&g, &rproc, 2);
     uint64_t s_posted = 0, s_retired = 0, r_posted = 0, r_done = 0;
     uint64_t tx = 0, rx = 0;
+    /* Profiling: phase handles; ph_open[k]: 0 before, 1 while, 2 after the phase. */
+    const reduce_ring_probe_t *probe = p->probe;
+    void *ph[2] = {NULL, NULL};
+    int ph_open[2] = {0, 0};
+    if (probe != NULL) {
+        ph[0] = probe->begin(probe->ctx, 0);
+        ph_open[0] = 1;
+    }
 
     for (;;) {
         if (p->abort_flag != NULL &&
@@ -287,6 +296,11 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             atomic_store(&rq->state, REDUCE_REQ_PENDING);
             rq->doorbell = p->doorbell;
             rq->flags = 0;
+            if (probe != NULL && gather && ph_open[1] == 0) {
+                ph[1] = probe->begin(probe->ctx, 1);
+                ph_open[1] = 1;
+            }
+            rq->trace = ph[gather];
             if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, len, rq) != 0) {
                 rc = REDUCE_ELINK;
                 goto out;
@@ -338,6 +352,12 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
              * Quantized frames live in slots the ring reuses, so they are copied. */
             sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
             slen[s_posted % window] = len;
+            int sgather = s_posted >= rs_sends;
+            if (probe != NULL && sgather && ph_open[1] == 0) {
+                ph[1] = probe->begin(probe->ctx, 1);
+                ph_open[1] = 1;
+            }
+            sq->trace = ph[sgather];
             if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, len, sq) != 0) {
                 rc = REDUCE_ELINK;
                 goto out;
@@ -396,6 +416,10 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             }
         }
 
+        if (probe != NULL && ph_open[0] == 1 && s_retired >= rs_sends && r_done >= rs_recvs) {
+            probe->end(probe->ctx, 0, REDUCE_OK);
+            ph_open[0] = 2;
+        }
         if (s_retired == total_sends && r_done == total_recvs) break;
         if (!progressed) p->prev.ops->wait(p->prev.ctx, p->doorbell, seen, poll_us);
     }
@@ -410,6 +434,9 @@ out:
                   (unsigned long long) s_retired, (unsigned long long) total_sends,
                   (unsigned long long) r_done, (unsigned long long) total_recvs);
     }
+    /* After the cancels: no request of the ring is in a link's hands any more. */
+    for (int k = 0; k < 2; k++)
+        if (ph_open[k] == 1) probe->end(probe->ctx, k, rc);
     for (uint32_t i = 0; i < nstaging; i++) reduce_cache_free(p->cache, staging[i]);
     reduce_cache_free(p->cache, qblock);
     if (stats != NULL) {

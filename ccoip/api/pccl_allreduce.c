@@ -7,6 +7,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_device.h"
 #include "ccoip/api/pccl_internal.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
 
@@ -69,13 +70,17 @@ PCCL_EXPORT pcclResult_t pcclAllReduce(const void *sendbuf, void *recvbuf, const
     if (res != pcclSuccess) return res;
     /* The API takes a const communicator; the call still moves its ops and links. */
     pcclComm_t *comm = (pcclComm_t *) communicator;
+    void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiAllReduce, descriptor->tag, 0);
     ccoip_op_t *op;
     res = ccoip_op_claim(comm, sendbuf, recvbuf, descriptor, false, &op);
-    if (res != pcclSuccess) return res;
-    ccoip_op_run(comm, op);
-    res = op->result;
-    if (reduce_info_out != NULL) *reduce_info_out = op->info;
-    ccoip_op_release(comm, op);
+    if (res == pcclSuccess) {
+        op->prof_parent = ev;
+        ccoip_op_run(comm, op);
+        res = op->result;
+        if (reduce_info_out != NULL) *reduce_info_out = op->info;
+        ccoip_op_release(comm, op);
+    }
+    ccoip_prof_api_end(&comm->prof, ev, res);
     return res;
 }
 
@@ -88,12 +93,15 @@ PCCL_EXPORT pcclResult_t pcclAllReduceAsync(const void *sendbuf, void *recvbuf, 
     pcclResult_t res = pccl_allreduce_precheck("pcclAllReduceAsync", sendbuf, recvbuf, descriptor, communicator);
     if (res != pcclSuccess) return res;
     pcclComm_t *comm = (pcclComm_t *) communicator;
+    void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiAllReduceAsync, descriptor->tag, 0);
     ccoip_op_t *op;
     res = ccoip_op_claim(comm, sendbuf, recvbuf, descriptor, true, &op);
-    if (res != pcclSuccess) return res;
-    reduce_handle_out->comm = comm;
-    reduce_handle_out->tag = descriptor->tag;
-    return pcclSuccess;
+    if (res == pcclSuccess) {
+        reduce_handle_out->comm = comm;
+        reduce_handle_out->tag = descriptor->tag;
+    }
+    ccoip_prof_api_end(&comm->prof, ev, res);
+    return res;
 }
 
 PCCL_EXPORT pcclResult_t pcclAwaitAsyncReduce(const pcclAsyncReduceOp_t *reduce_handle,
@@ -106,7 +114,11 @@ PCCL_EXPORT pcclResult_t pcclAwaitAsyncReduce(const pcclAsyncReduceOp_t *reduce_
         LOG_ERROR(MOD, "pcclAwaitAsyncReduce: the handle (and its communicator) must not be NULL");
         return pcclInvalidArgument;
     }
-    return ccoip_op_await(reduce_handle->comm, reduce_handle->tag, reduce_info_out);
+    const pprof_t *prof = &reduce_handle->comm->prof;
+    void *ev = ccoip_prof_api(prof, pcclProfilerApiAwaitAsyncReduce, reduce_handle->tag, 0);
+    pcclResult_t res = ccoip_op_await(reduce_handle->comm, reduce_handle->tag, reduce_info_out);
+    ccoip_prof_api_end(prof, ev, res);
+    return res;
 }
 
 PCCL_EXPORT pcclResult_t pcclSetCollectiveTimeout(pcclComm_t *communicator, uint32_t timeout_ms) {

@@ -12,6 +12,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/api/pccl_internal.h"
 #include "ccoip/net/ccoip_socket.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 
 #define MOD "pccl"
@@ -94,15 +95,21 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
     pcclResult_t res = check_args(descriptors, count, communicator, max_in_flight);
     if (res != pcclSuccess) return res;
     pcclComm_t *comm = (pcclComm_t *) communicator;
+    void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiAllReduceMultiple, 0, count);
     uint32_t window = max_in_flight > CCOIP_MAX_OPS ? CCOIP_MAX_OPS : (uint32_t) max_in_flight;
     pcclReduceInfo_t total = {atomic_load(&comm->world[1]), 0, 0};
     bool on_stack[STACK_OPS];
     bool *pending = count <= STACK_OPS ? on_stack : malloc(count);
-    if (pending == NULL) return pcclInternalError;
+    if (pending == NULL) {
+        ccoip_prof_api_end(&comm->prof, ev, pcclInternalError);
+        return pcclInternalError;
+    }
     memset(pending, 1, count);
     size_t left = count;
     for (unsigned pass = 0; left > 0; pass++) {
         if (pass > 0) {
+            ccoip_prof_state(&comm->prof, pcclProfilerEventApi, ev, pcclProfilerStateRetried,
+                             &(pcclProfilerStateArgs_t){.attempt = pass});
             LOG_INFO(MOD, FN ": %zu of %zu all-reduces failed; updating the topology, then retrying them", left, count);
             /* A failed round means a peer dropped meanwhile: vote again with the peers that remain. */
             while ((res = pcclUpdateTopology(comm)) == pcclUpdateTopologyFailed && atomic_load(&comm->world[1]) >= 2)
@@ -123,5 +130,6 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
     if (pending != on_stack) free(pending);
     if (res == pcclTooFewPeers) total.local_world_size = atomic_load(&comm->world[1]);
     if (reduce_info_out != NULL) *reduce_info_out = total;
+    ccoip_prof_api_end(&comm->prof, ev, res);
     return res;
 }

@@ -8,6 +8,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/api/pccl_internal.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 
 #define MOD "pccl"
@@ -59,6 +60,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
         free(c);
         return pcclInternalError;
     }
+    pprof_open(&c->prof, c->params.peer_group, c->params.p2p_connection_pool_size);
     *comm_out = c;
     return pcclSuccess;
 }
@@ -92,7 +94,12 @@ PCCL_EXPORT pcclResult_t pcclUpdateTopology(pcclComm_t *comm) {
     CHECK_ARG(comm != NULL, "pcclUpdateTopology", "communicator is NULL");
     pcclResult_t r = require_accepted(comm, "pcclUpdateTopology");
     if (r == pcclSuccess) r = require_no_ops(comm, "pcclUpdateTopology");
-    return r != pcclSuccess ? r : ccoip_peer_update_topology(comm);
+    if (r != pcclSuccess) return r;
+    void *ev = comm->prof_api = ccoip_prof_api(&comm->prof, pcclProfilerApiUpdateTopology, 0, 0);
+    r = ccoip_peer_update_topology(comm);
+    ccoip_prof_api_end(&comm->prof, ev, r);
+    comm->prof_api = NULL;
+    return r;
 }
 
 PCCL_EXPORT pcclResult_t pcclArePeersPending(const pcclComm_t *comm, bool *pending_out) {
@@ -101,7 +108,11 @@ PCCL_EXPORT pcclResult_t pcclArePeersPending(const pcclComm_t *comm, bool *pendi
     pcclResult_t r = require_accepted(comm, "pcclArePeersPending");
     if (r == pcclSuccess) r = require_no_ops(comm, "pcclArePeersPending");
     /* The API takes a const communicator; the call still moves its mailbox. */
-    return r != pcclSuccess ? r : ccoip_peer_are_peers_pending((pcclComm_t *) comm, pending_out);
+    if (r != pcclSuccess) return r;
+    void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiArePeersPending, 0, 0);
+    r = ccoip_peer_are_peers_pending((pcclComm_t *) comm, pending_out);
+    ccoip_prof_api_end(&comm->prof, ev, r);
+    return r;
 }
 
 PCCL_EXPORT pcclResult_t pcclGetAttribute(const pcclComm_t *comm, pcclAttribute_t attribute, int *out) {
@@ -127,6 +138,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     ccoip_bench_stop(comm);
     ccoip_data_close(comm); /* before the p2p sockets close: the data links use them */
     ccoip_p2p_stop(comm);
+    pprof_close(&comm->prof); /* every thread that raised events is joined */
     pthread_mutex_destroy(&comm->send_lock);
     ccoip_writer_free(&comm->send_buf);
     pthread_mutex_destroy(&comm->ss_busy);

@@ -8,6 +8,7 @@
 
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/api/pccl_internal.h"
 #include "cuda/cuda_table.h"
@@ -201,6 +202,8 @@ static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedSt
 
 static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
                                pcclSharedStateSyncInfo_t *info_out);
+static pcclResult_t sync_profiled(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
+                                  pcclSharedStateSyncInfo_t *info_out);
 
 PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicator, pcclSharedState_t *state,
                                                     pcclSharedStateSyncStrategy_t strategy,
@@ -240,9 +243,31 @@ PCCL_EXPORT pcclResult_t pcclSynchronizeSharedState(const pcclComm_t *communicat
         LOG_ERROR(MOD, FN ": another pcclSynchronizeSharedState is running on this communicator");
         return pcclInvalidUsage;
     }
-    pcclResult_t res = sync_state(comm, state, strategy, info_out);
+    pcclResult_t res = sync_profiled(comm, state, strategy, info_out);
     pthread_mutex_unlock(&comm->ss_busy);
     return res;
+}
+
+static uint64_t total_bytes(const ccoip_ss_slot_t *slots, size_t n) {
+    uint64_t b = 0;
+    for (size_t i = 0; i < n; i++) b += slots[i].bytes;
+    return b;
+}
+
+/* The sync as profiler events: the API call > the sync (the parent of its hashing and fetches). */
+static pcclResult_t sync_profiled(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
+                                  pcclSharedStateSyncInfo_t *info_out) {
+    if (comm->prof.mask == 0) return sync_state(comm, state, strategy, info_out);
+    void *api = ccoip_prof_api(&comm->prof, pcclProfilerApiSynchronizeSharedState, 0, 0);
+    void *ev = comm->prof_api = ccoip_prof_sync(&comm->prof, api, state->revision, state->count, (uint32_t) strategy);
+    pcclSharedStateSyncInfo_t info = {UINT64_MAX, 0}; /* UINT64_MAX: the call did not get to fill it */
+    pcclResult_t r = sync_state(comm, state, strategy, &info);
+    bool filled = info.tx_bytes != UINT64_MAX;
+    comm->prof_api = NULL;
+    ccoip_prof_sync_end(&comm->prof, ev, r, filled ? info.tx_bytes : 0, filled ? info.rx_bytes : 0);
+    ccoip_prof_api_end(&comm->prof, api, r);
+    if (filled && info_out != NULL) *info_out = info;
+    return r;
 }
 
 /* The sync itself, one at a time per communicator (ss_busy held). */
@@ -267,6 +292,7 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
             LOG_ERROR(MOD, FN ": tensor name \"%s\" appears twice", slots[i].name);
             res = pcclInvalidArgument;
         }
+    void *hashing = ccoip_prof_hash(&comm->prof, comm->prof_api, n, comm->prof.mask ? total_bytes(slots, n) : 0);
     for (size_t i = 0; i < n && res == pcclSuccess; i++) {
         const pcclTensorInfo_t *t = &state->infos[i];
         const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, t->name);
@@ -274,6 +300,7 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
                                       (uint8_t) t->datatype, (uint64_t) t->count, t->allow_content_inequality};
         if (!hash_slot(s, wire[i].hash_kind, &wire[i].hash)) res = pcclInternalError;
     }
+    pprof_finish(&comm->prof, pcclProfilerEventHash, hashing, res == pcclSuccess ? 0 : pcclProfilerAbortLocal, res);
     if (res != pcclSuccess) return res;
 
     /* Serve from now on: a receiver may reach us before we read our own RESULT (it retries

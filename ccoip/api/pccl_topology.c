@@ -8,6 +8,7 @@
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/api/pccl_internal.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 
 #define MOD "pccl"
@@ -20,7 +21,9 @@ static pcclResult_t run_step(pcclComm_t *comm, const ccoip_bench_request_t *q) {
     if (q->ntargets > 0 && res == NULL) return pcclInternalError;
     for (uint32_t i = 0; i < q->ntargets; i++) {
         res[i].uuid = q->targets[i].uuid;
+        void *ev = ccoip_prof_bandwidth(&comm->prof, comm->prof_api, q->targets[i].uuid.b, q->duration_ms);
         res[i].bits_per_s = ccoip_bench_measure(comm, &q->targets[i], q->duration_ms);
+        ccoip_prof_bandwidth_end(&comm->prof, ev, res[i].bits_per_s);
     }
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
@@ -111,7 +114,10 @@ PCCL_EXPORT pcclResult_t pcclOptimizeTopology(const pcclComm_t *communicator) {
         LOG_ERROR(MOD, "pcclOptimizeTopology: fewer than 2 peers; nothing to optimise");
         return pcclTooFewPeers;
     }
+    void *ev = comm->prof_api = ccoip_prof_api(&comm->prof, pcclProfilerApiOptimizeTopology, 0, 0);
     pcclResult_t res = optimize(comm);
+    ccoip_prof_api_end(&comm->prof, ev, res);
+    comm->prof_api = NULL;
     ccoip_bench_allow(comm, NULL, 0); /* the session is over: nobody may stream to us now */
     return res;
 }

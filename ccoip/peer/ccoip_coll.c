@@ -27,6 +27,7 @@
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_coll_prof.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "ccoip/peer/ccoip_device.h"
@@ -162,10 +163,12 @@ static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t 
         for (uint32_t i = 0; i < l->ntx; i++) {
             snprintf(name, sizeof name, "ring tx %u", i);
             if ((c->tx[i].dl = ccoip_datalink_start(l->tx_fds[i], name)) == NULL) c->retired = true;
+            else ccoip_datalink_profile(c->tx[i].dl, &comm->prof, i, ccoip_prof_peer(op, 1));
         }
         for (uint32_t i = 0; i < l->nrx; i++) {
             snprintf(name, sizeof name, "ring rx %u", i);
             if ((c->rx[i].dl = ccoip_datalink_start(l->rx_fds[i], name)) == NULL) c->retired = true;
+            else ccoip_datalink_profile(c->rx[i].dl, &comm->prof, i, ccoip_prof_peer(op, -1));
         }
         if (c->retired) return false;
     }
@@ -250,7 +253,7 @@ static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, 
     return rc;
 }
 
-void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
+static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     const pcclReduceDescriptor_t *d = &op->desc;
     memset(&op->info, 0, sizeof op->info);
     ccoip_packet_t p, r;
@@ -259,7 +262,10 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
     p.u.collective_init = (ccoip_collective_init_t){op->tag, d->count, (uint8_t) d->src_descriptor.datatype,
                                                     (uint8_t) d->op, (uint8_t) d->quantization_options.quantized_datatype,
                                                     (uint8_t) d->quantization_options.algorithm};
-    if (ccoip_link_send(comm, &p) != CCOIP_OK || !await_reply(comm, op, false, &r)) {
+    void *wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitInit);
+    bool commenced = ccoip_link_send(comm, &p) == CCOIP_OK && await_reply(comm, op, false, &r);
+    ccoip_prof_wait_end(comm, wait);
+    if (!commenced) {
         op->result = pcclMasterConnectionFailed;
         return;
     }
@@ -280,12 +286,15 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
         return;
     }
 
+    ccoip_prof_commenced(comm, op, go.rank, go.world);
     reduce_ring_stats_t stats = {0, 0};
     int rc = REDUCE_ELINK;
+    ccoip_ring_prof_t ring_prof;
     if (go.world >= 2 && go.rank < go.world && turn_acquire(comm, op)) {
         reduce_ring_params_t rp = {.rank = go.rank, .world_size = go.world, .tag = op->tag, .cache = comm->cache,
                                    .abort_flag = &op->abort, .doorbell = &op->doorbell,
-                                   .quantization = d->quantization_options};
+                                   .quantization = d->quantization_options,
+                                   .probe = ccoip_prof_ring(comm, op, &ring_prof)};
         bool same_host = false;
         pthread_mutex_lock(&comm->colls.lock);
         bool ready = streams_ready(comm, op, &rp.next, &rp.prev, &same_host);
@@ -305,7 +314,9 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
     p.u.collective_complete = (ccoip_collective_complete_t){op->tag, rc == REDUCE_OK};
+    wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitDone);
     bool done = ccoip_link_send_more(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
+    ccoip_prof_wait_end(comm, wait);
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
     if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
     op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};
@@ -315,6 +326,12 @@ void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
                   op_name(op), (unsigned long long) op->tag);
     op->result = !done ? pcclMasterConnectionFailed : ok ? pcclSuccess : timed_out ? pcclCollectiveTimeout
                                                                                    : pcclRankConnectionLost;
+}
+
+void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {
+    op->prof = ccoip_prof_coll_begin(comm, op);
+    op_run(comm, op);
+    ccoip_prof_coll_end(comm, op);
 }
 
 /* ---- slots and workers --------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "log/log.h"
+#include "profiler/pprof.h"
 #include "threadpark/threadpark.h"
 
 #define CANCELLED_TAGS 16u
@@ -31,6 +32,7 @@ typedef struct slot {
     void *buf;         /* src for sends, dst for receives */
     size_t len;
     bool by_reference; /* sends: REDUCE_SEND_BY_REFERENCE */
+    void *trace;       /* reduce_req_t.trace: the transfer event's parent */
 } slot_t;
 
 /* A FIFO of slots in a fixed array. */
@@ -56,7 +58,35 @@ struct ccoip_datalink {
     bool same_host;        /* the peer's address is a loopback one or ours */
     uint32_t send_posted, recv_posted; /* threadpark words */
     pthread_t send_thread, recv_thread;
+    /* Transfer events (ccoip_datalink_profile); read by the threads under the lock. */
+    const pprof_t *prof;
+    uint32_t prof_stream, prof_peer;
 };
+
+/* A transfer event of slot s begins; called without the lock (docs/profiler.md). */
+static void *xfer_begin(const pprof_t *p, const slot_t *s, uint32_t dir, uint32_t stream, uint32_t peer) {
+    if (p == NULL || !PPROF_ON(p, pcclProfilerEventTransfer)) return NULL;
+    pcclProfilerEventDescr_t d;
+    memset(&d, 0, sizeof d);
+    d.type = pcclProfilerEventTransfer;
+    d.parent = s->trace;
+    d.u.transfer.direction = dir;
+    d.u.transfer.peer_rank = peer;
+    d.u.transfer.tag = s->tag;
+    d.u.transfer.offset = s->offset;
+    d.u.transfer.bytes = s->len;
+    d.u.transfer.stream = stream;
+    return pprof_start(p, &d);
+}
+
+static void xfer_end(const pprof_t *p, void *h, bool ok) {
+    if (p == NULL || !PPROF_ON(p, pcclProfilerEventTransfer)) return;
+    if (!ok) {
+        pcclProfilerStateArgs_t a = {.reason = pcclProfilerAbortPeerLost};
+        pprof_state(p, h, pcclProfilerStateAborted, &a);
+    }
+    pprof_stop(p, pcclProfilerEventTransfer, h);
+}
 
 static slot_t *queue_at(queue_t *q, uint32_t i) { return &q->slots[(q->head + i) % CCOIP_DATALINK_QUEUE]; }
 
@@ -204,9 +234,12 @@ static void *send_main(void *arg) {
         dl->send_current = *queue_at(&dl->sends, 0);
         dl->send_current_cancelled = false;
         queue_pop_front(&dl->sends);
+        const pprof_t *prof = dl->prof;
         pthread_mutex_unlock(&dl->lock);
 
+        void *ev = xfer_begin(prof, &dl->send_current, pcclProfilerSend, dl->prof_stream, dl->prof_peer);
         bool ok = send_frame(dl, &dl->send_current);
+        xfer_end(prof, ev, ok); /* before the request is released: cancel() waits for that */
 
         pthread_mutex_lock(&dl->lock);
         reduce_req_t *req = dl->send_current.req;
@@ -287,9 +320,12 @@ static bool recv_frame(ccoip_datalink_t *dl) {
     dl->recv_current = *s;
     dl->recv_current_cancelled = false;
     queue_remove(&dl->recvs, (uint32_t) i);
+    const pprof_t *prof = dl->prof;
     pthread_mutex_unlock(&dl->lock);
 
+    void *ev = xfer_begin(prof, &dl->recv_current, pcclProfilerRecv, dl->prof_stream, dl->prof_peer);
     bool ok = read_all(dl->fd, dl->recv_current.buf, len);
+    xfer_end(prof, ev, ok);
 
     pthread_mutex_lock(&dl->lock);
     reduce_req_t *req = dl->recv_current.req;
@@ -326,7 +362,8 @@ static int post(ccoip_datalink_t *dl, queue_t *q, uint32_t *posted, uint64_t tag
         return -1;
     }
     *queue_at(q, q->count++) = (slot_t){.req = req, .tag = tag, .offset = offset, .buf = buf, .len = len,
-                                        .by_reference = (req->flags & REDUCE_SEND_BY_REFERENCE) != 0};
+                                        .by_reference = (req->flags & REDUCE_SEND_BY_REFERENCE) != 0,
+                                        .trace = req->trace};
     pthread_mutex_unlock(&dl->lock);
     bump(posted);
     return 0;
@@ -387,6 +424,14 @@ void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why) {
 }
 
 bool ccoip_datalink_same_host(const ccoip_datalink_t *dl) { return dl->same_host; }
+
+void ccoip_datalink_profile(ccoip_datalink_t *dl, const pprof_t *prof, uint32_t stream, uint32_t peer_rank) {
+    pthread_mutex_lock(&dl->lock);
+    dl->prof = prof;
+    dl->prof_stream = stream;
+    dl->prof_peer = peer_rank;
+    pthread_mutex_unlock(&dl->lock);
+}
 
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl) {
     ccoip_datalink_t *m = (ccoip_datalink_t *) dl;

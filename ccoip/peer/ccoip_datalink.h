@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "profiler/pprof.h"
 #include "reduce/reduce.h"
 
 #define CCOIP_DATALINK_QUEUE 1024u               /* pending sends, and pending receives */
@@ -40,6 +41,11 @@ void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why);
  * links use cubic congestion control (or reno): a paced default like BBR burns CPU on timers
  * where the "link" is memory. */
 bool ccoip_datalink_same_host(const ccoip_datalink_t *dl);
+
+/* Transfer events: every frame sent or received becomes a pcclProfilerEventTransfer of `prof`
+ * (when its mask asks for them) with reduce_req_t.trace as parent, on the link's own thread. The
+ * communicator outlives its links; call before the first post. */
+void ccoip_datalink_profile(ccoip_datalink_t *dl, const pprof_t *prof, uint32_t stream, uint32_t peer_rank);
 
 /* True once the link is broken (peer gone, bad frame, stopped). */
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl);

@@ -7,6 +7,7 @@
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 
 #define MOD "ccoip-peer"
@@ -22,7 +23,7 @@ static round_outcome_t result_outcome(pcclComm_t *comm, const ccoip_topology_res
 }
 
 /* Takes part in one topology round: links to the neighbours, reports, awaits the outcome. */
-static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
+static round_outcome_t round_body(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
     ccoip_packet_t early;
     ccoip_data_close(comm); /* the data links' threads use the sockets that establish replaces */
     bool ok = ccoip_p2p_establish(comm, info, &early);
@@ -47,6 +48,17 @@ static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info)
                  (unsigned long long) info->round);
         ccoip_packet_free(&r);
     }
+}
+
+/* The round as a profiler event (parent: the API call that runs it, if any). */
+static round_outcome_t run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
+    void *ev = ccoip_prof_topology(&comm->prof, comm->prof_api, info->round, info->count);
+    round_outcome_t o = round_body(comm, info);
+    ccoip_prof_topology_end(&comm->prof, ev, o == ROUND_OK         ? 0
+                                             : o == ROUND_LOST     ? pcclProfilerAbortMasterLost
+                                             : o == ROUND_MISMATCH ? pcclProfilerAbortMismatch
+                                                                   : pcclProfilerAbortPeerLost);
+    return o;
 }
 
 /* Waits for the master's next P2P_INFO (or a TOPOLOGY_RESULT that answers a vote) and runs it. */

@@ -14,6 +14,7 @@
 #include "ccoip/peer/ccoip_p2p.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
+#include "profiler/pprof.h"
 
 #define CCOIP_MAILBOX_SIZE 16
 #define CCOIP_LINK_KEEP_BYTES (1u << 20)
@@ -62,6 +63,7 @@ typedef struct ccoip_op_t {
     uint32_t wd_seen;
     int64_t wd_since_ms;
     bool wd_queued, wd_fired;
+    void *prof_parent, *prof; /* profiler handles: its API call (sync ops), the collective */
 } ccoip_op_t;
 
 /* The ops of a stream run one at a time, in COMMENCE order (the same on every peer): `serving`
@@ -158,6 +160,12 @@ struct pcclComm_t {
     /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;
+
+    /* The profiler plugin (docs/profiler.md); read-only between create and destroy. prof_api:
+     * the parent for the events of the running call (the caller's thread only): the sync of
+     * pcclSynchronizeSharedState, the API event of a topology call. */
+    pprof_t prof;
+    void *prof_api;
 };
 
 /* ccoip_coll.c */

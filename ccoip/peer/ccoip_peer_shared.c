@@ -20,6 +20,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
+#include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
 
 #define MOD "ccoip-ss"
@@ -415,13 +416,16 @@ static ccoip_status_t recv_device(int fd, const ccoip_ss_slot_t *s, uint8_t **st
 }
 
 /* Reads the header's tensors straight into their slots (host) or through staging (device). */
-static ccoip_status_t recv_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t n, int64_t stall_ms, xfer_t *x) {
+static ccoip_status_t recv_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t n, int64_t stall_ms, xfer_t *x,
+                                   const pcclComm_t *comm, const ccoip_uuid_t *from) {
     uint8_t *stage = NULL;
     ccoip_status_t st = CCOIP_OK;
     for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
         const ccoip_ss_slot_t *s = sl[i];
+        void *ev = ccoip_prof_tensor(&comm->prof, comm->prof_api, s->name, s->bytes, from->b);
         if (s->device) {
             st = recv_device(fd, s, &stage, stall_ms, x);
+            ccoip_prof_tensor_end(&comm->prof, ev, st == CCOIP_OK);
             continue;
         }
         for (uint64_t off = 0; off < s->bytes && st == CCOIP_OK;) {
@@ -431,6 +435,7 @@ static ccoip_status_t recv_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t 
             off += k;
             xfer_step(x, k);
         }
+        ccoip_prof_tensor_end(&comm->prof, ev, st == CCOIP_OK);
     }
     free(stage);
     return st;
@@ -498,7 +503,7 @@ pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fet
     if (res == pcclSuccess) {
         xfer_t x;
         xfer_init(&x, "received", name, total, 0);
-        ccoip_status_t st = recv_tensors(fd, sl, n, ss->stall_ms, &x);
+        ccoip_status_t st = recv_tensors(fd, sl, n, ss->stall_ms, &x, comm, &fetch[0]->uuid);
         *rx += x.done;
         if (st != CCOIP_OK) {
             LOG_ERROR(MOD, "shared state: receiving from distributor %s failed after %llu of %llu bytes: %s", name,

@@ -8,10 +8,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/build/lib" "$tmp/build/include" "$tmp/build/bin"
 cp "$ws/libpccl.so" "$ws/libpccl.a" "$tmp/build/lib/"
-cp "$ws/include/pccl.h" "$ws/include/ccoip_inet.h" "$tmp/build/include/"
+cp "$ws/include/pccl.h" "$ws/include/ccoip_inet.h" "$ws/include/pccl_profiler.h" "$tmp/build/include/"
 sh "$ws/tools/install.sh" "$tmp/prefix" "$tmp/build" 0.0.0-test || exit 1
 cat > "$tmp/hello.c" <<'C'
 #include <pccl.h>
+#include <pccl_profiler.h>
 #include <stdio.h>
 int main(void) {
     pcclBuildInfo_t info;
