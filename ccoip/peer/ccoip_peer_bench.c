@@ -53,6 +53,7 @@ struct ccoip_peer_bench_t {
     bconn_t conns[MAX_CONNS]; /* listener thread only */
     int nconns;
     uint8_t *sink;
+    const ccoip_auth_key_t *key; /* the communicator's run secret, NULL for none */
 };
 
 static const uint8_t zeros[CHUNK]; /* what a sender streams */
@@ -81,19 +82,27 @@ void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, ui
 
 /* HELLO from an announced sender -> kept as a stream; anything else is refused and closed. */
 static void handle_incoming(ccoip_peer_bench_t *b, int fd, const char *who) {
-    ccoip_uuid_t uuid;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, b->key, deadline, &hello, why, sizeof why)) {
         LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    ccoip_uuid_t uuid = hello.uuid;
     bool known = false;
     pthread_mutex_lock(&b->lock);
     for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, uuid.b, 16) == 0;
     pthread_mutex_unlock(&b->lock);
     uint8_t status = b->nconns == MAX_CONNS ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
-    if (ccoip_conn_answer_hello(fd, status, &uuid) != CCOIP_OK || status != CCOIP_HELLO_OK) {
+    if (status == CCOIP_HELLO_OK && !ccoip_conn_accept_hello(fd, &hello, b->key, deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    if (status != CCOIP_HELLO_OK) {
+        ccoip_conn_answer_hello(fd, status, NULL);
         if (status == CCOIP_HELLO_UNKNOWN_PEER)
             LOG_DEBUG(MOD, "refused benchmark connection from %s: peer not announced by the master", who);
         else if (status == CCOIP_HELLO_BUSY)
@@ -183,6 +192,7 @@ pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
     b->wake[0] = b->wake[1] = -1;
     pthread_mutex_init(&b->lock, NULL);
     comm->bench = b;
+    b->key = ccoip_comm_key(comm);
     b->sink = malloc(SINK);
     if (b->sink == NULL) return pcclInternalError;
     ccoip_inet_address_t any;
@@ -234,7 +244,8 @@ static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), ccoip_now_ms() + HANDSHAKE_MS,
+                              name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         if (st == CCOIP_ERR_INVALID || (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER)) break;

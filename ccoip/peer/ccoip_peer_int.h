@@ -12,6 +12,7 @@
 #include "ccoip/peer/ccoip_datalink.h"
 #include "ccoip/net/ccoip_listener.h"
 #include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
 
@@ -101,6 +102,9 @@ struct pcclComm_t {
     bool connect_called;
     atomic_bool accepted;
     ccoip_uuid_t uuid;
+    /* The run secret's key (pcclSetSecret or PCCL_SECRET_FILE): every connection proves it. */
+    bool has_secret;
+    ccoip_auth_key_t key;
 
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */
@@ -159,6 +163,11 @@ struct pcclComm_t {
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;
 };
+
+/* The key every connection of comm proves, NULL when the run has no secret. */
+static inline const ccoip_auth_key_t *ccoip_comm_key(const pcclComm_t *comm) {
+    return comm->has_secret ? &comm->key : NULL;
+}
 
 /* ccoip_coll.c */
 void ccoip_colls_init(pcclComm_t *comm); /* also registers comm->router */

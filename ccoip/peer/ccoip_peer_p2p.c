@@ -27,13 +27,14 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     pcclComm_t *comm = ctx;
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
-    ccoip_uuid_t uuid;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, deadline, &uuid, why, sizeof why)) {
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, ccoip_comm_key(comm), deadline, &hello, why, sizeof why)) {
         LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    ccoip_uuid_t uuid = hello.uuid;
     pthread_mutex_lock(&p2p->lock);
     bool known = false;
     for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &uuid);
@@ -44,9 +45,13 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
+    if (!ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
     ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid);
-    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
     if (st != CCOIP_OK || p.type != CCOIP_PKT_P2P_BIND) {
         if (st == CCOIP_OK) ccoip_packet_free(&p);
         LOG_WARN(MOD, "refused p2p connection from %s: no P2P_BIND after the handshake", who);
@@ -118,7 +123,8 @@ static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t ro
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_comm_key(comm), ccoip_now_ms() + HANDSHAKE_MS, name,
+                              &ack);
         if (st == CCOIP_OK) {
             ccoip_packet_t bind;
             memset(&bind, 0, sizeof bind);

@@ -266,28 +266,45 @@ static void *worker_main(void *arg) {
 static void handle_incoming(void *ctx, int fd, const char *who) {
     pcclComm_t *comm = ctx;
     ccoip_peer_ss_t *ss = comm->ss;
-    ccoip_uuid_t uuid;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_comm_key(comm), deadline, &hello, why, sizeof why)) {
         LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    const ccoip_uuid_t uuid = hello.uuid;
     const char *refusal = NULL;
     uint8_t status = CCOIP_HELLO_OK;
     worker_t *w = NULL;
     pthread_mutex_lock(&ss->lock);
     bool known = false;
     for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
+    bool full = ss->nworkers == MAX_WORKERS;
+    pthread_mutex_unlock(&ss->lock);
+    /* The proof outside the lock: it waits for the caller's AUTH. */
+    if (known && full) {
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_BUSY, NULL);
+        LOG_WARN(MOD, "refused shared-state connection from %s: too many requests", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    if (known && !ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    pthread_mutex_lock(&ss->lock);
     if (!known) refusal = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
+    else if (!ss->serving) refusal = "serving ended", status = CCOIP_HELLO_BUSY;
     else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
     if (w != NULL) {
         w->fd = fd;
         w->comm = comm;
         snprintf(w->who, sizeof w->who, "%s", who);
-        if (ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid) != CCOIP_OK ||
-            pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            refusal = "handshake failed";
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            refusal = "cannot start a serving thread";
             free(w);
             w = NULL;
         } else {
@@ -296,7 +313,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     }
     pthread_mutex_unlock(&ss->lock);
     if (w != NULL) return;
-    if (status != CCOIP_HELLO_OK) ccoip_conn_answer_hello(fd, status, NULL);
+    if (status == CCOIP_HELLO_UNKNOWN_PEER) ccoip_conn_answer_hello(fd, status, NULL); /* after OK: just close */
     if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, refusal);
     else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, refusal);
     ccoip_sock_close(fd);
@@ -384,7 +401,8 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_comm_key(comm), ccoip_now_ms() + HANDSHAKE_MS,
+                              name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final. */

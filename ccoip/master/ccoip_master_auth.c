@@ -1,0 +1,42 @@
+/* ccoip_master_auth.c: the master's half of the run secret's handshake (ccoip_auth.h), free of
+ * I/O like the rest of the state: HELLO -> HELLO_ACK with our proof -> the client's AUTH. Every
+ * refusal names the address; the client gets a refusal it can report, never a silent close. */
+#include <string.h>
+
+#include "ccoip/master/ccoip_master_state.h"
+#include "log/log.h"
+
+#define MOD "ccoip-master"
+
+bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_hello_t *h, ccoip_hello_ack_t *ack) {
+    bool theirs = (h->flags & CCOIP_HELLO_F_SECRET) != 0;
+    ack->flags = st->has_secret ? CCOIP_HELLO_F_SECRET : 0;
+    if (theirs != st->has_secret) {
+        ack->status = CCOIP_HELLO_SECRET;
+        memset(&ack->uuid, 0, sizeof ack->uuid);
+        LOG_WARN(MOD, "refused %s: %s", c->name,
+                 st->has_secret ? "it has no run secret and this run requires one"
+                                : "it has a run secret and this run has none");
+        return false;
+    }
+    if (!st->has_secret) return true;
+    ccoip_auth_nonce(ack->nonce);
+    ccoip_auth_mac(&st->key, CCOIP_AUTH_ACCEPTOR, h, ack, ack->mac);
+    ccoip_auth_mac(&st->key, CCOIP_AUTH_CONNECTOR, h, ack, c->auth_expect);
+    c->phase = CCOIP_MPHASE_PROVING;
+    return true;
+}
+
+bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_auth_t *a) {
+    bool ok = a->ok && ccoip_auth_mac_eq(c->auth_expect, a->mac);
+    memset(c->auth_expect, 0, sizeof c->auth_expect);
+    ccoip_packet_t r;
+    memset(&r, 0, sizeof r);
+    r.type = CCOIP_PKT_AUTH_RESULT;
+    r.u.auth_result.status = ok ? CCOIP_HELLO_OK : CCOIP_HELLO_SECRET;
+    if (!st->shutting_down) st->send(st->ctx, c, &r);
+    if (!ok)
+        LOG_WARN(MOD, "refused %s: %s", c->name,
+                 a->ok ? "wrong run secret" : "it says our proof failed: its run secret differs from ours");
+    return ok;
+}

@@ -1,0 +1,73 @@
+/* ccoip_auth.c: the run secret's challenge-response (ccoip_auth.h), on libsodium's HMAC-SHA256. */
+#include "ccoip/wire/ccoip_auth.h"
+
+#include <sodium.h>
+#include <string.h>
+
+static const char KEY_LABEL[] = "pccl run secret v2";
+static const char TRANSCRIPT_LABEL[] = "pccl handshake v2";
+static const char STATUS_LABEL[] = "pccl status token v1";
+
+bool ccoip_auth_init(void) { return sodium_init() >= 0; }
+
+void ccoip_auth_derive(const void *secret, size_t len, ccoip_auth_key_t *out) {
+    crypto_auth_hmacsha256_state s;
+    crypto_auth_hmacsha256_init(&s, secret, len);
+    crypto_auth_hmacsha256_update(&s, (const uint8_t *) KEY_LABEL, sizeof KEY_LABEL - 1);
+    crypto_auth_hmacsha256_final(&s, out->k);
+    sodium_memzero(&s, sizeof s);
+}
+
+void ccoip_auth_nonce(uint8_t out[CCOIP_NONCE_LEN]) { randombytes_buf(out, CCOIP_NONCE_LEN); }
+
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t) (v >> 8);
+    p[1] = (uint8_t) v;
+}
+
+void ccoip_auth_mac(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                    const ccoip_hello_ack_t *a, uint8_t out[CCOIP_MAC_LEN]) {
+    /* Fixed-size fields in a fixed order: no length ambiguity in the transcript. */
+    uint8_t t[1 + 2 + 1 + 16 + 1 + CCOIP_NONCE_LEN + 2 + 1 + 16 + 1 + CCOIP_NONCE_LEN];
+    uint8_t *p = t;
+    *p++ = (uint8_t) side;
+    put16(p, h->version), p += 2;
+    *p++ = h->role;
+    memcpy(p, h->uuid.b, 16), p += 16;
+    *p++ = h->flags;
+    memcpy(p, h->nonce, CCOIP_NONCE_LEN), p += CCOIP_NONCE_LEN;
+    put16(p, a->version), p += 2;
+    *p++ = a->status;
+    memcpy(p, a->uuid.b, 16), p += 16;
+    *p++ = a->flags;
+    memcpy(p, a->nonce, CCOIP_NONCE_LEN);
+    crypto_auth_hmacsha256_state s;
+    crypto_auth_hmacsha256_init(&s, key->k, sizeof key->k);
+    crypto_auth_hmacsha256_update(&s, (const uint8_t *) TRANSCRIPT_LABEL, sizeof TRANSCRIPT_LABEL - 1);
+    crypto_auth_hmacsha256_update(&s, t, sizeof t);
+    crypto_auth_hmacsha256_final(&s, out);
+}
+
+bool ccoip_auth_verify(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                       const ccoip_hello_ack_t *a, const uint8_t mac[CCOIP_MAC_LEN]) {
+    uint8_t want[CCOIP_MAC_LEN];
+    ccoip_auth_mac(key, side, h, a, want);
+    return ccoip_auth_mac_eq(want, mac);
+}
+
+bool ccoip_auth_mac_eq(const uint8_t a[CCOIP_MAC_LEN], const uint8_t b[CCOIP_MAC_LEN]) {
+    return crypto_verify_32(a, b) == 0;
+}
+
+void ccoip_auth_status_token(const ccoip_auth_key_t *key, char out[65]) {
+    uint8_t mac[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_state s;
+    crypto_auth_hmacsha256_init(&s, key->k, sizeof key->k);
+    crypto_auth_hmacsha256_update(&s, (const uint8_t *) STATUS_LABEL, sizeof STATUS_LABEL - 1);
+    crypto_auth_hmacsha256_final(&s, mac);
+    sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
+bool ccoip_auth_token_eq(const char *a, const char *b, size_t len) {
+    return strlen(a) == len && strlen(b) == len && sodium_memcmp(a, b, len) == 0;
+}
