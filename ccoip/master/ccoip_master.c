@@ -285,6 +285,11 @@ static void on_connection(uv_stream_t *server, int status) {
     memset(&ss, 0, sizeof ss);
     uv_tcp_getpeername(&mc->tcp, (struct sockaddr *) &ss, &len);
     format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.loopback);
+    m->st.now_ms = uv_now(&m->loop);
+    if (!ccoip_mauth_may_connect(&m->st, &mc->c.addr, mc->c.name)) {
+        uv_close((uv_handle_t *) &mc->tcp, on_closed);
+        return;
+    }
     if (!ccoip_mstate_add(&m->st, &mc->c, uv_now(&m->loop))) {
         LOG_ERROR(MOD, "out of memory registering %s", mc->c.name);
         uv_close((uv_handle_t *) &mc->tcp, on_closed);

@@ -40,3 +40,27 @@ bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
                  a->ok ? "wrong run secret" : "it says our proof failed: its run secret differs from ours");
     return ok;
 }
+
+static bool same_ip(const ccoip_inet_address_t *a, const ccoip_inet_address_t *b) {
+    if (a->protocol != b->protocol) return false;
+    return a->protocol == inetIPv4 ? memcmp(a->ipv4.data, b->ipv4.data, 4) == 0 : memcmp(a->ipv6.data, b->ipv6.data, 16) == 0;
+}
+
+bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name) {
+    size_t unjoined = 0;
+    for (size_t i = 0; i < st->nclients; i++)
+        unjoined += st->clients[i]->phase < CCOIP_MPHASE_REGISTERED && same_ip(&st->clients[i]->addr, addr);
+    const char *why = st->nclients >= CCOIP_MAX_CONNECTIONS ? "too many connections"
+                      : unjoined >= CCOIP_MAX_UNJOINED_PER_ADDR ? "too many unjoined connections from its address"
+                                                                : NULL;
+    if (why == NULL) return true;
+    st->refused_conns++;
+    LOG_DEBUG(MOD, "closed %s: %s", name, why);
+    if (st->refused_warned_ms == 0 || st->now_ms - st->refused_warned_ms >= 5000) {
+        LOG_WARN(MOD, "closed %llu connections over the caps (%d in all, %d unjoined per address); the last: %s, %s",
+                 (unsigned long long) st->refused_conns, CCOIP_MAX_CONNECTIONS, CCOIP_MAX_UNJOINED_PER_ADDR, name, why);
+        st->refused_conns = 0;
+        st->refused_warned_ms = st->now_ms == 0 ? 1 : st->now_ms;
+    }
+    return false;
+}

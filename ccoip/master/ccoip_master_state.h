@@ -122,6 +122,7 @@ typedef struct ccoip_master_state_t {
     ccoip_mcounters_t counters;
     bool has_secret; /* every connection must prove the run secret (ccoip_master_auth.c) */
     ccoip_auth_key_t key;
+    uint64_t refused_conns, refused_warned_ms; /* over the connection caps, since the last warning */
 } ccoip_master_state_t;
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
@@ -199,6 +200,12 @@ void ccoip_mstate_relink(ccoip_master_state_t *st);
  * false when refused (logged, AUTH_RESULT sent). */
 bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_hello_t *h, ccoip_hello_ack_t *ack);
 bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_auth_t *a);
+/* Whether a new connection from addr may be served: at most CCOIP_MAX_CONNECTIONS in all and
+ * CCOIP_MAX_UNJOINED_PER_ADDR per address that have not joined yet (they also have only the
+ * handshake timeout to do so). A refusal is logged at most every few seconds, with a count. */
+#define CCOIP_MAX_CONNECTIONS 8192
+#define CCOIP_MAX_UNJOINED_PER_ADDR 32
+bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name);
 
 /* The four attributes as c would see them now. */
 ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);

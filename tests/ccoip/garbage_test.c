@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
     int fd = h_tcp_connect(port);
     REQUIRE(fd >= 0);
     send_all(fd, b, n);
-    unsigned char ack[64];
+    unsigned char ack[128];
     size_t ackn = sizeof ack;
     CHECK(h_await_close(fd, 10000, ack, &ackn) == 1);
     CHECK(ackn == ACK_LEN && ack[5] == 0x02 && ack[12] == 2);

@@ -179,10 +179,8 @@ int su_proxy_start(su_proxy_t *p, int to_port) {
     if (bind(p->listen_fd, (struct sockaddr *) &a, sizeof a) != 0 || listen(p->listen_fd, 4) != 0 ||
         getsockname(p->listen_fd, (struct sockaddr *) &a, &len) != 0)
         return 0;
-    pthread_t *t = malloc(sizeof *t);
-    if (t == NULL || pthread_create(t, NULL, proxy_main, p) != 0) return 0;
-    pthread_detach(*t);
-    p->thread = t;
+    if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) return 0;
+    pthread_detach(p->thread);
     return ntohs(a.sin_port);
 }
 

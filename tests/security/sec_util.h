@@ -3,6 +3,7 @@
 #ifndef SEC_UTIL_H
 #define SEC_UTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +35,7 @@ typedef struct su_proxy_t {
     int listen_fd, to_port;
     uint8_t up[4096], down[4096]; /* client -> server, server -> client */
     size_t nup, ndown;
-    void *thread;
+    pthread_t thread;
 } su_proxy_t;
 int su_proxy_start(su_proxy_t *p, int to_port);
 
