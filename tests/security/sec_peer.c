@@ -5,8 +5,9 @@
  *   update           -> "update R"
  *   ar COUNT K N     -> "ar R BAD": sum all-reduce of uint32; peer K contributes (i*7 + K*13) % 1001,
  *                       BAD counts elements that differ from the sum over K = 0..N-1
- *   ss VALUE         -> "ss R BAD": shared state of one uint32 tensor filled with VALUE (revision
- *                       1); BAD counts elements unequal to the first one afterwards, which is printed
+ *   ss VALUE [REV]   -> "ss R BAD FIRST RX": shared state of one uint32 tensor filled with VALUE
+ *                       (revision REV, default 1); BAD counts elements unequal to the first one
+ *                       (FIRST) afterwards; RX the bytes received
  *   opt              -> "opt R"                    pcclOptimizeTopology
  *   quit             -> "bye" */
 #include <stdio.h>
@@ -43,12 +44,12 @@ static void do_allreduce(pcclComm_t *comm, size_t count, unsigned k, unsigned n,
     free(out);
 }
 
-static void do_sync(pcclComm_t *comm, uint32_t value) {
+static void do_sync(pcclComm_t *comm, uint32_t value, uint64_t revision) {
     enum { N = 1 << 16 };
     uint32_t *t = malloc(N * 4);
     for (size_t i = 0; i < N; i++) t[i] = value;
     pcclTensorInfo_t info = {"weights", t, N, pcclUint32, pcclDeviceCpu, false};
-    pcclSharedState_t st = {1, 1, &info};
+    pcclSharedState_t st = {revision, 1, &info};
     pcclSharedStateSyncInfo_t si = {0, 0};
     pcclResult_t r = pcclSynchronizeSharedState(comm, &st, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, &si);
     size_t bad = 0;
@@ -90,7 +91,9 @@ int main(int argc, char **argv) {
         } else if (sscanf(line, "ar %zu %u %u", &count, &k, &n) == 3) {
             do_allreduce(comm, count, k, n, tag++);
         } else if (sscanf(line, "ss %u", &v) == 1) {
-            do_sync(comm, v);
+            unsigned long long rev = 1;
+            sscanf(line, "ss %*u %llu", &rev);
+            do_sync(comm, v, rev);
         } else if (strcmp(line, "opt") == 0) {
             printf("opt %d\n", (int) pcclOptimizeTopology(comm));
         } else if (strcmp(line, "quit") == 0) {
