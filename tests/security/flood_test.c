@@ -259,9 +259,11 @@ int main(int argc, char **argv) {
     REQUIRE(allreduce_exact());
     REQUIRE(allreduce_exact());
     usleep(1200 * 1000); /* a heartbeat into the capture */
-    seeds_from_capture(proxy.up, proxy.nup);
+    static uint8_t rec[4096];
+    size_t nrec = su_proxy_copy(&proxy, true, rec, sizeof rec);
+    seeds_from_capture(rec, nrec);
     codec_seeds();
-    fprintf(stderr, "flood_test: %d post-handshake seeds from %zu recorded bytes and the codec\n", nseeds, proxy.nup);
+    fprintf(stderr, "flood_test: %d post-handshake seeds from %zu recorded bytes and the codec\n", nseeds, nrec);
     REQUIRE(hs_seeds[0].n > 0 && hs_seeds[1].n > 0 && nseeds >= 8);
 
     long rss0 = h_rss_kb(m.pid), rss_max = rss0;

@@ -155,9 +155,11 @@ static void *proxy_main(void *arg) {
             }
             uint8_t *rec = i == 0 ? p->up : p->down;
             size_t *n = i == 0 ? &p->nup : &p->ndown;
+            pthread_mutex_lock(&p->lock);
             size_t room = sizeof p->up - *n, c2 = (size_t) k < room ? (size_t) k : room;
             memcpy(rec + *n, b, c2);
             *n += c2;
+            pthread_mutex_unlock(&p->lock);
             done = !su_send_bytes(i == 0 ? s : c, b, (size_t) k);
         }
         if (done) break;
@@ -169,6 +171,7 @@ static void *proxy_main(void *arg) {
 
 int su_proxy_start(su_proxy_t *p, int to_port) {
     memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
     p->to_port = to_port;
     p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
@@ -182,6 +185,15 @@ int su_proxy_start(su_proxy_t *p, int to_port) {
     if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) return 0;
     pthread_detach(p->thread);
     return ntohs(a.sin_port);
+}
+
+size_t su_proxy_copy(su_proxy_t *p, bool up, uint8_t *out, size_t cap) {
+    pthread_mutex_lock(&p->lock);
+    size_t n = up ? p->nup : p->ndown;
+    if (n > cap) n = cap;
+    memcpy(out, up ? p->up : p->down, n);
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }
 
 bool su_parse_uuid(const char *hex, ccoip_uuid_t *out) {

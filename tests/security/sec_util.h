@@ -35,9 +35,12 @@ typedef struct su_proxy_t {
     int listen_fd, to_port;
     uint8_t up[4096], down[4096]; /* client -> server, server -> client */
     size_t nup, ndown;
+    pthread_mutex_t lock; /* guards the records */
     pthread_t thread;
 } su_proxy_t;
 int su_proxy_start(su_proxy_t *p, int to_port);
+/* A copy of what was recorded so far in one direction (up: client -> server); its length. */
+size_t su_proxy_copy(su_proxy_t *p, bool up, uint8_t *out, size_t cap);
 
 bool su_parse_uuid(const char *hex, ccoip_uuid_t *out);
 

@@ -235,14 +235,16 @@ int main(int argc, char **argv) {
 
     /* Replay: peer 0's recorded HELLO and AUTH on a new connection. The master answers with a
      * fresh nonce, so the recorded MAC is wrong: AUTH_RESULT says refused, then the close. */
-    REQUIRE(proxy.nup >= 6 + 56 + 6 + 33 && proxy.ndown >= 6 + 88);
+    static uint8_t up[4096], down[4096];
+    size_t nup = su_proxy_copy(&proxy, true, up, sizeof up), ndown = su_proxy_copy(&proxy, false, down, sizeof down);
+    REQUIRE(nup >= 6 + 56 + 6 + 33 && ndown >= 6 + 88);
     {
         int fd = h_tcp_connect(port);
         REQUIRE(fd >= 0);
-        CHECK(su_send_bytes(fd, proxy.up, 6 + 56 + 6 + 33));
+        CHECK(su_send_bytes(fd, up, 6 + 56 + 6 + 33));
         ccoip_packet_t a, v;
         CHECK(su_recv(fd, &a, 10000) && a.type == CCOIP_PKT_HELLO_ACK && a.u.hello_ack.status == CCOIP_HELLO_OK);
-        CHECK(memcmp(a.u.hello_ack.nonce, proxy.down + 6 + 24, CCOIP_NONCE_LEN) != 0);
+        CHECK(memcmp(a.u.hello_ack.nonce, down + 6 + 24, CCOIP_NONCE_LEN) != 0);
         CHECK(su_recv(fd, &v, 10000) && v.type == CCOIP_PKT_AUTH_RESULT && v.u.auth_result.status == CCOIP_HELLO_SECRET);
         CHECK(h_await_close(fd, 10000, NULL, NULL) == 1);
         close(fd);
@@ -260,7 +262,7 @@ int main(int argc, char **argv) {
         REQUIRE(fd >= 0);
         ccoip_packet_t h, au;
         CHECK(su_recv(fd, &h, 10000) && h.type == CCOIP_PKT_HELLO && (h.u.hello.flags & CCOIP_HELLO_F_SECRET));
-        CHECK(su_send_bytes(fd, proxy.down, 6 + 88));
+        CHECK(su_send_bytes(fd, down, 6 + 88));
         CHECK(su_recv(fd, &au, 10000) && au.type == CCOIP_PKT_AUTH && au.u.auth.ok == 0);
         static const uint8_t zero[CCOIP_MAC_LEN];
         CHECK(memcmp(au.u.auth.mac, zero, CCOIP_MAC_LEN) == 0);
