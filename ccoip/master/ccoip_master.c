@@ -390,6 +390,8 @@ pcclResult_t ccoip_master_create(ccoip_socket_address_t listen_address, pcclMast
 
 void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_options_t *opt) { m->st.opt = *opt; }
 
+void ccoip_master_set_encrypt(pcclMasterInstance_t *m, bool on) { m->st.encrypt = on; }
+
 void ccoip_master_set_key(pcclMasterInstance_t *m, const ccoip_auth_key_t *key) {
     m->st.key = *key;
     m->st.has_secret = true;

@@ -19,6 +19,16 @@ bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
                                 : "it has a run secret and this run has none");
         return false;
     }
+    bool their_enc = (h->flags & CCOIP_HELLO_F_ENCRYPT) != 0;
+    if (st->encrypt) ack->flags |= CCOIP_HELLO_F_ENCRYPT;
+    if (their_enc != st->encrypt) {
+        ack->status = CCOIP_HELLO_ENCRYPTION;
+        memset(&ack->uuid, 0, sizeof ack->uuid);
+        LOG_WARN(MOD, "refused %s: %s", c->name,
+                 st->encrypt ? "it does not encrypt and this run does (PCCL_ENCRYPT=1)"
+                             : "it encrypts (PCCL_ENCRYPT) and this run does not");
+        return false;
+    }
     if (!st->has_secret) return true;
     ccoip_auth_nonce(ack->nonce);
     ccoip_auth_mac(&st->key, CCOIP_AUTH_ACCEPTOR, h, ack, ack->mac);

@@ -121,6 +121,7 @@ typedef struct ccoip_master_state_t {
     struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
     ccoip_mcounters_t counters;
     bool has_secret; /* every connection must prove the run secret (ccoip_master_auth.c) */
+    bool encrypt;    /* every member must encrypt its p2p links (PCCL_ENCRYPT; needs the secret) */
     ccoip_auth_key_t key;
     uint64_t refused_conns, refused_warned_ms; /* over the connection caps, since the last warning */
 } ccoip_master_state_t;

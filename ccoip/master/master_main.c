@@ -16,7 +16,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pccl-master [--listen HOST:PORT] [--secret-file PATH] [--status [HOST]:PORT]\n"
             "                   [--log-level LEVEL] [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-            "                   [--print-status-token] [--help]\n"
+            "                   [--encrypt] [--print-status-token] [--help]\n"
             "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
             "  --secret-file PATH        every connection must prove this run secret (the file's bytes, 16 or\n"
             "                            more; refused when group or others may read it); peers set\n"
@@ -25,6 +25,8 @@ static void usage(FILE *f) {
             "                            (HOST defaults to 127.0.0.1, PORT to 48147); beyond loopback it needs\n"
             "                            --secret-file and answers only requests with the bearer token\n"
             "  --print-status-token      print that token (from --secret-file) and exit\n"
+            "  --encrypt                 every peer must encrypt its p2p data links (PCCL_ENCRYPT=1; needs\n"
+            "                            --secret-file)\n"
             "  --log-level LEVEL         error, warn, info or debug (default: PCCL_LOG_LEVEL, else info)\n"
             "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
             "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n"
@@ -53,7 +55,7 @@ int main(int argc, char **argv) {
     ccoip_socket_address_t addr;
     ccoip_parse_address("0.0.0.0", 48148, &addr);
     ccoip_socket_address_t status_addr;
-    bool want_status = false, print_token = false;
+    bool want_status = false, print_token = false, encrypt = false;
     const char *secret_file = NULL;
     ccoip_master_options_t opt;
     ccoip_master_default_options(&opt);
@@ -64,8 +66,9 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--print-status-token") == 0) {
-            print_token = true;
+        if (strcmp(a, "--print-status-token") == 0 || strcmp(a, "--encrypt") == 0) {
+            if (a[2] == 'p') print_token = true;
+            else encrypt = true;
             continue;
         }
         int ok = v != NULL;
@@ -93,6 +96,10 @@ int main(int argc, char **argv) {
     }
     ccoip_auth_key_t key;
     if (secret_file != NULL && (!ccoip_auth_init() || !ccoip_secret_load_key(secret_file, &key))) return 1;
+    if (encrypt && secret_file == NULL) {
+        fprintf(stderr, "pccl-master: --encrypt needs --secret-file (the keys come from the run secret)\n");
+        return 2;
+    }
     if (print_token) {
         if (secret_file == NULL) {
             fprintf(stderr, "pccl-master: --print-status-token needs --secret-file\n");
@@ -111,6 +118,7 @@ int main(int argc, char **argv) {
     ccoip_master_set_options(m, &opt);
     if (secret_file != NULL) {
         ccoip_master_set_key(m, &key);
+        ccoip_master_set_encrypt(m, encrypt);
         memset(&key, 0, sizeof key);
     }
     if (want_status && !ccoip_master_serve_status(m, status_addr)) {

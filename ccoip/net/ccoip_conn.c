@@ -92,7 +92,8 @@ static ccoip_status_t prove(int fd, const ccoip_auth_key_t *key, const ccoip_hel
 }
 
 ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, const ccoip_auth_key_t *key,
-                                int64_t deadline_ms, const char *what, ccoip_hello_ack_t *ack) {
+                                ccoip_session_t *sess, int64_t deadline_ms, const char *what, ccoip_hello_ack_t *ack) {
+    bool encrypt = sess != NULL && sess->encrypt && key != NULL;
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_HELLO;
@@ -101,7 +102,7 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
     p.u.hello.role = role;
     if (uuid != NULL) p.u.hello.uuid = *uuid;
     if (key != NULL) {
-        p.u.hello.flags = CCOIP_HELLO_F_SECRET;
+        p.u.hello.flags = CCOIP_HELLO_F_SECRET | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
         ccoip_auth_nonce(p.u.hello.nonce);
     }
     ccoip_status_t st = ccoip_conn_send(fd, &p);
@@ -118,7 +119,16 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
     switch (ack->status) {
     case CCOIP_HELLO_OK:
         if (ack->version != CCOIP_PROTOCOL_VERSION) break;
-        if (key != NULL) return prove(fd, key, &p.u.hello, ack, deadline_ms, what);
+        if (encrypt != ((ack->flags & CCOIP_HELLO_F_ENCRYPT) != 0)) {
+            LOG_ERROR(MOD, "%s accepted us without agreeing on encryption: refused", what);
+            ack->status = CCOIP_HELLO_ENCRYPTION;
+            return CCOIP_ERR_REFUSED;
+        }
+        if (key != NULL) {
+            st = prove(fd, key, &p.u.hello, ack, deadline_ms, what);
+            if (st == CCOIP_OK && encrypt) ccoip_auth_session(key, CCOIP_AUTH_CONNECTOR, &p.u.hello, ack, sess);
+            return st;
+        }
         if (ack->flags & CCOIP_HELLO_F_SECRET) { /* an acceptor that wants a proof and took none */
             log_secret_refusal(what, ack, false);
             ack->status = CCOIP_HELLO_SECRET;
@@ -128,6 +138,10 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
     case CCOIP_HELLO_BAD_VERSION: break;
     case CCOIP_HELLO_SECRET:
         log_secret_refusal(what, ack, key != NULL);
+        return CCOIP_ERR_REFUSED;
+    case CCOIP_HELLO_ENCRYPTION:
+        LOG_ERROR(MOD, "%s refused us: it %s and we %s (PCCL_ENCRYPT must match the master's --encrypt)", what,
+                  ack->flags & CCOIP_HELLO_F_ENCRYPT ? "encrypts" : "does not encrypt", encrypt ? "do" : "do not");
         return CCOIP_ERR_REFUSED;
     case CCOIP_HELLO_UNKNOWN_PEER:
         LOG_DEBUG(MOD, "%s does not know us (yet)", what);
@@ -152,8 +166,9 @@ ccoip_status_t ccoip_conn_answer_hello(int fd, uint8_t status, const ccoip_uuid_
     return ccoip_conn_send(fd, &ack);
 }
 
-bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_key_t *key, int64_t deadline_ms,
-                             char *why, size_t why_len) {
+bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_key_t *key, ccoip_session_t *sess,
+                             int64_t deadline_ms, char *why, size_t why_len) {
+    bool encrypt = key != NULL && (h->flags & CCOIP_HELLO_F_ENCRYPT);
     ccoip_packet_t ack;
     memset(&ack, 0, sizeof ack);
     ack.type = CCOIP_PKT_HELLO_ACK;
@@ -162,7 +177,7 @@ bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_ke
     ack.u.hello_ack.status = CCOIP_HELLO_OK;
     ack.u.hello_ack.uuid = h->uuid;
     if (key != NULL) {
-        ack.u.hello_ack.flags = CCOIP_HELLO_F_SECRET;
+        ack.u.hello_ack.flags = CCOIP_HELLO_F_SECRET | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
         ccoip_auth_nonce(ack.u.hello_ack.nonce);
         ccoip_auth_mac(key, CCOIP_AUTH_ACCEPTOR, h, &ack.u.hello_ack, ack.u.hello_ack.mac);
     }
@@ -192,11 +207,12 @@ bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_ke
         snprintf(why, why_len, "handshake failed (%s)", ccoip_status_str(st));
         return false;
     }
+    if (ok && encrypt && sess != NULL) ccoip_auth_session(key, CCOIP_AUTH_ACCEPTOR, h, &ack.u.hello_ack, sess);
     return ok;
 }
 
-bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, int64_t deadline_ms, ccoip_hello_t *h,
-                           char *why, size_t why_len) {
+bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bool encrypt, int64_t deadline_ms,
+                           ccoip_hello_t *h, char *why, size_t why_len) {
     ccoip_packet_t p;
     ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline_ms);
     if (st != CCOIP_OK) {
@@ -223,6 +239,9 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, in
     } else if (theirs != (key != NULL)) {
         status = CCOIP_HELLO_SECRET;
         snprintf(why, why_len, "run secret refused (%s)", key != NULL ? "it has none" : "it has one and we have none");
+    } else if (((h->flags & CCOIP_HELLO_F_ENCRYPT) != 0) != encrypt) {
+        status = CCOIP_HELLO_ENCRYPTION;
+        snprintf(why, why_len, "it %s and we %s", encrypt ? "does not encrypt" : "encrypts", encrypt ? "do" : "do not");
     } else {
         return true;
     }
@@ -232,7 +251,7 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, in
     ack.u.hello_ack.magic = CCOIP_MAGIC;
     ack.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
     ack.u.hello_ack.status = status;
-    ack.u.hello_ack.flags = key != NULL ? CCOIP_HELLO_F_SECRET : 0;
+    ack.u.hello_ack.flags = (key != NULL ? CCOIP_HELLO_F_SECRET : 0) | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
     ccoip_conn_send(fd, &ack);
     return false;
 }

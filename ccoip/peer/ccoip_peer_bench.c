@@ -58,6 +58,7 @@ struct ccoip_peer_bench_t {
     int nconns;
     uint8_t *sink;
     const ccoip_auth_key_t *key; /* the communicator's run secret, NULL for none */
+    bool encrypt;                /* the communicator's PCCL_ENCRYPT */
 };
 
 static const uint8_t zeros[CHUNK]; /* what a sender streams */
@@ -91,7 +92,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     ccoip_hello_t hello;
     char why[96];
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, b->key, deadline, &hello, why, sizeof why)) {
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, b->key, b->encrypt, deadline, &hello, why, sizeof why)) {
         LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
@@ -103,7 +104,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     bool full = b->npending == MAX_CONNS;
     pthread_mutex_unlock(&b->lock);
     uint8_t status = full ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
-    if (status == CCOIP_HELLO_OK && !ccoip_conn_accept_hello(fd, &hello, b->key, deadline, why, sizeof why)) {
+    if (status == CCOIP_HELLO_OK && !ccoip_conn_accept_hello(fd, &hello, b->key, NULL, deadline, why, sizeof why)) {
         LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
@@ -213,6 +214,7 @@ pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
     pthread_mutex_init(&b->lock, NULL);
     comm->bench = b;
     b->key = ccoip_comm_key(comm);
+    b->encrypt = comm->encrypt;
     b->sink = malloc(SINK);
     if (b->sink == NULL) return pcclInternalError;
     if (!ccoip_wakeup_open(b->wake) || !ccoip_wakeup_open(b->handoff)) return pcclInternalError;
@@ -261,8 +263,9 @@ static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), ccoip_now_ms() + HANDSHAKE_MS,
-                              name, &ack);
+        ccoip_session_t sess = ccoip_comm_session(comm); /* agreed on; the probe's zeros go in clear */
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), &sess,
+                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         if (st == CCOIP_ERR_INVALID || (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER)) break;

@@ -332,7 +332,8 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     }
     comm->master_fd = fd;
     ccoip_hello_ack_t ack;
-    st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_comm_key(comm), ccoip_now_ms() + 10000,
+    ccoip_session_t sess = ccoip_comm_session(comm); /* the master checks that we agree; no keys used */
+    st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_comm_key(comm), &sess, ccoip_now_ms() + 10000,
                           "the master", &ack);
     if (st != CCOIP_OK) {
         LOG_ERROR(MOD, "handshake with the master at %s failed: %s", name, ccoip_status_str(st));

@@ -269,7 +269,8 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     ccoip_hello_t hello;
     char why[96];
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_comm_key(comm), deadline, &hello, why, sizeof why)) {
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_comm_key(comm), comm->encrypt, deadline, &hello, why,
+                               sizeof why)) {
         LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
@@ -290,7 +291,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    if (known && !ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), deadline, why, sizeof why)) {
+    if (known && !ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), NULL, deadline, why, sizeof why)) {
         LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
@@ -401,8 +402,9 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_comm_key(comm), ccoip_now_ms() + HANDSHAKE_MS,
-                              name, &ack);
+        ccoip_session_t sess = ccoip_comm_session(comm); /* agreed on; the tensors go in clear (docs/security.md) */
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_comm_key(comm), &sess,
+                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final. */

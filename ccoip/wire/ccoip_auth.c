@@ -7,6 +7,8 @@
 static const char KEY_LABEL[] = "pccl run secret v2";
 static const char TRANSCRIPT_LABEL[] = "pccl handshake v2";
 static const char STATUS_LABEL[] = "pccl status token v1";
+static const char C2A_LABEL[] = "pccl session c2a v1";
+static const char A2C_LABEL[] = "pccl session a2c v1";
 
 bool ccoip_auth_init(void) { return sodium_init() >= 0; }
 
@@ -25,12 +27,33 @@ static void put16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t) v;
 }
 
+/* HMAC(K, label || transcript), the MACs' and the session keys' one shape. */
+static void keyed(const ccoip_auth_key_t *key, const char *label, size_t label_len, uint8_t side, const ccoip_hello_t *h,
+                  const ccoip_hello_ack_t *a, uint8_t out[32]);
+
 void ccoip_auth_mac(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
                     const ccoip_hello_ack_t *a, uint8_t out[CCOIP_MAC_LEN]) {
+    keyed(key, TRANSCRIPT_LABEL, sizeof TRANSCRIPT_LABEL - 1, (uint8_t) side, h, a, out);
+}
+
+void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                        const ccoip_hello_ack_t *a, ccoip_session_t *out) {
+    uint8_t c2a[32], a2c[32];
+    keyed(key, C2A_LABEL, sizeof C2A_LABEL - 1, 'K', h, a, c2a);
+    keyed(key, A2C_LABEL, sizeof A2C_LABEL - 1, 'K', h, a, a2c);
+    out->encrypt = true;
+    memcpy(out->send, side == CCOIP_AUTH_CONNECTOR ? c2a : a2c, 32);
+    memcpy(out->recv, side == CCOIP_AUTH_CONNECTOR ? a2c : c2a, 32);
+    sodium_memzero(c2a, sizeof c2a);
+    sodium_memzero(a2c, sizeof a2c);
+}
+
+static void keyed(const ccoip_auth_key_t *key, const char *label, size_t label_len, uint8_t side, const ccoip_hello_t *h,
+                  const ccoip_hello_ack_t *a, uint8_t out[32]) {
     /* Fixed-size fields in a fixed order: no length ambiguity in the transcript. */
     uint8_t t[1 + 2 + 1 + 16 + 1 + CCOIP_NONCE_LEN + 2 + 1 + 16 + 1 + CCOIP_NONCE_LEN];
     uint8_t *p = t;
-    *p++ = (uint8_t) side;
+    *p++ = side;
     put16(p, h->version), p += 2;
     *p++ = h->role;
     memcpy(p, h->uuid.b, 16), p += 16;
@@ -43,7 +66,7 @@ void ccoip_auth_mac(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const c
     memcpy(p, a->nonce, CCOIP_NONCE_LEN);
     crypto_auth_hmacsha256_state s;
     crypto_auth_hmacsha256_init(&s, key->k, sizeof key->k);
-    crypto_auth_hmacsha256_update(&s, (const uint8_t *) TRANSCRIPT_LABEL, sizeof TRANSCRIPT_LABEL - 1);
+    crypto_auth_hmacsha256_update(&s, (const uint8_t *) label, label_len);
     crypto_auth_hmacsha256_update(&s, t, sizeof t);
     crypto_auth_hmacsha256_final(&s, out);
 }
@@ -70,4 +93,46 @@ void ccoip_auth_status_token(const ccoip_auth_key_t *key, char out[65]) {
 
 bool ccoip_auth_token_eq(const char *a, const char *b, size_t len) {
     return strlen(a) == len && strlen(b) == len && sodium_memcmp(a, b, len) == 0;
+}
+
+static void nonce_of(uint64_t counter, uint8_t n[12]) {
+    memset(n, 0, 12);
+    for (int i = 0; i < 8; i++) n[i] = (uint8_t) (counter >> (8 * i));
+}
+
+bool ccoip_aead_init(ccoip_aead_t *a, const uint8_t key[32]) {
+    memset(a, 0, sizeof *a);
+    memcpy(a->key, key, 32);
+    if (!crypto_aead_aes256gcm_is_available()) return true;
+    a->state = sodium_malloc(sizeof(crypto_aead_aes256gcm_state));
+    if (a->state == NULL) return false;
+    crypto_aead_aes256gcm_beforenm(a->state, key);
+    return true;
+}
+
+void ccoip_aead_free(ccoip_aead_t *a) {
+    if (a->state != NULL) sodium_free(a->state);
+    sodium_memzero(a, sizeof *a);
+}
+
+void ccoip_aead_seal(ccoip_aead_t *a, uint8_t *c, uint8_t tag[CCOIP_AEAD_TAG], const uint8_t *m, size_t n,
+                     const uint8_t *ad, size_t adlen) {
+    uint8_t nonce[12];
+    nonce_of(a->counter++, nonce);
+    if (a->state != NULL)
+        crypto_aead_aes256gcm_encrypt_detached_afternm(c, tag, NULL, m, n, ad, adlen, NULL, nonce, a->state);
+    else crypto_aead_chacha20poly1305_ietf_encrypt_detached(c, tag, NULL, m, n, ad, adlen, NULL, nonce, a->key);
+}
+
+bool ccoip_aead_open(ccoip_aead_t *a, uint8_t *m, const uint8_t *c, size_t n, const uint8_t tag[CCOIP_AEAD_TAG],
+                     const uint8_t *ad, size_t adlen) {
+    uint8_t nonce[12];
+    nonce_of(a->counter++, nonce);
+    if (a->state != NULL)
+        return crypto_aead_aes256gcm_decrypt_detached_afternm(m, NULL, c, n, tag, ad, adlen, nonce, a->state) == 0;
+    return crypto_aead_chacha20poly1305_ietf_decrypt_detached(m, NULL, c, n, tag, ad, adlen, nonce, a->key) == 0;
+}
+
+const char *ccoip_aead_name(void) {
+    return crypto_aead_aes256gcm_is_available() ? "AES-256-GCM" : "ChaCha20-Poly1305";
 }

@@ -46,6 +46,33 @@ bool ccoip_auth_verify(const ccoip_auth_key_t *key, ccoip_auth_side_t side, cons
 /* Constant-time equality of two MACs. */
 bool ccoip_auth_mac_eq(const uint8_t a[CCOIP_MAC_LEN], const uint8_t b[CCOIP_MAC_LEN]);
 
+/* Encryption (PCCL_ENCRYPT): a connection's two directional keys, from the run key and the whole
+ * handshake (both nonces: fresh per connection). `send` / `recv` as seen from one side. */
+typedef struct ccoip_session_t {
+    bool encrypt;
+    uint8_t send[32], recv[32];
+} ccoip_session_t;
+void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                        const ccoip_hello_ack_t *a, ccoip_session_t *out);
+
+/* AEAD of one direction: AES-256-GCM where the CPU has AES-NI, else ChaCha20-Poly1305 (IETF);
+ * the nonce is a 64-bit counter, so it never repeats under one key (one key per direction per
+ * connection). Open decrypts in place (c may equal m) and fails on any change. */
+#define CCOIP_AEAD_TAG 16
+typedef struct ccoip_aead_t {
+    void *state;   /* AES-GCM's expanded key (aligned), NULL for ChaCha20-Poly1305 */
+    uint8_t key[32];
+    uint64_t counter;
+} ccoip_aead_t;
+bool ccoip_aead_init(ccoip_aead_t *a, const uint8_t key[32]);
+void ccoip_aead_free(ccoip_aead_t *a);
+void ccoip_aead_seal(ccoip_aead_t *a, uint8_t *c, uint8_t tag[CCOIP_AEAD_TAG], const uint8_t *m, size_t n,
+                     const uint8_t *ad, size_t adlen);
+bool ccoip_aead_open(ccoip_aead_t *a, uint8_t *m, const uint8_t *c, size_t n, const uint8_t tag[CCOIP_AEAD_TAG],
+                     const uint8_t *ad, size_t adlen);
+/* "AES-256-GCM" or "ChaCha20-Poly1305". */
+const char *ccoip_aead_name(void);
+
 /* The status endpoint's bearer token: 64 hex digits and a NUL, derived from the key (so it proves
  * knowledge of the secret without being the secret). */
 void ccoip_auth_status_token(const ccoip_auth_key_t *key, char out[65]);

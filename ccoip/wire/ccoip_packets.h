@@ -78,12 +78,14 @@ typedef enum ccoip_hello_status_t {
     CCOIP_HELLO_BAD_ROLE = 3,
     CCOIP_HELLO_UNKNOWN_PEER = 4, /* p2p: the master has not announced this UUID to us */
     CCOIP_HELLO_BUSY = 5,         /* shutting down, or over a limit */
-    CCOIP_HELLO_SECRET = 6        /* the run's secret was refused: one side has none, or they differ */
+    CCOIP_HELLO_SECRET = 6,       /* the run's secret was refused: one side has none, or they differ */
+    CCOIP_HELLO_ENCRYPTION = 7    /* one side encrypts (PCCL_ENCRYPT), the other not */
 } ccoip_hello_status_t;
 
 /* HELLO / HELLO_ACK flags (version 2). */
-#define CCOIP_HELLO_F_SECRET 1u /* this side holds a run secret and will prove it */
-#define CCOIP_HELLO_F_ALL 1u
+#define CCOIP_HELLO_F_SECRET 1u  /* this side holds a run secret and will prove it */
+#define CCOIP_HELLO_F_ENCRYPT 2u /* this side encrypts (needs the secret): both sides must agree */
+#define CCOIP_HELLO_F_ALL 3u
 #define CCOIP_NONCE_LEN 32
 #define CCOIP_MAC_LEN 32
 
