@@ -55,17 +55,20 @@ typedef struct ccoip_session_t {
 void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
                         const ccoip_hello_ack_t *a, ccoip_session_t *out);
 
-/* AEAD of one direction: AES-256-GCM where the CPU has AES-NI, else ChaCha20-Poly1305 (IETF);
- * the nonce is a 64-bit counter, so it never repeats under one key (one key per direction per
- * connection). Open decrypts in place (c may equal m) and fails on any change. */
+/* AEAD of one direction (OpenSSL's EVP): AES-256-GCM where the CPU has AES-NI and carry-less
+ * multiply, else ChaCha20-Poly1305 (RFC 8439); the nonce is a 64-bit counter, so it never repeats
+ * under one key (one key per direction per connection). One instance either seals or opens. Open
+ * decrypts in place (c may equal m) and fails on any change. */
 #define CCOIP_AEAD_TAG 16
 typedef struct ccoip_aead_t {
-    void *state;   /* AES-GCM's expanded key (aligned), NULL for ChaCha20-Poly1305 */
+    void *ctx;    /* EVP_CIPHER_CTX */
+    int mode;     /* 0 not keyed yet, 1 sealing, 2 opening */
     uint8_t key[32];
     uint64_t counter;
 } ccoip_aead_t;
 bool ccoip_aead_init(ccoip_aead_t *a, const uint8_t key[32]);
 void ccoip_aead_free(ccoip_aead_t *a);
+/* n at most INT_MAX (records are 64 KiB). */
 void ccoip_aead_seal(ccoip_aead_t *a, uint8_t *c, uint8_t tag[CCOIP_AEAD_TAG], const uint8_t *m, size_t n,
                      const uint8_t *ad, size_t adlen);
 bool ccoip_aead_open(ccoip_aead_t *a, uint8_t *m, const uint8_t *c, size_t n, const uint8_t tag[CCOIP_AEAD_TAG],

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ccoip/net/ccoip_sealed.h"
 #include "ccoip/peer/ccoip_datalink.h"
 #include "ccoip/wire/ccoip_auth.h"
 #include "reduce/reduce.h"
@@ -197,11 +198,63 @@ static void tampering(void) {
     free(wire);
 }
 
+/* The sealed byte stream of shared-state transfers: 1 MiB + 5 bytes written in odd pieces arrive
+ * exactly; one flipped bit on the wire fails the read. */
+static void sealed_stream(void) {
+    enum { LEN = (1 << 20) + 5 };
+    uint8_t *m = malloc(LEN), *back = malloc(LEN), key[32];
+    for (size_t i = 0; i < LEN; i++) m[i] = (uint8_t) (i * 13 + 1);
+    memset(key, 0x33, sizeof key);
+    for (int flip = 0; flip < 2; flip++) {
+        int sv[2];
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        int sz = 4 << 20;
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+        ccoip_sealed_t w, r;
+        REQUIRE(ccoip_sealed_init(&w, sv[0], key) && ccoip_sealed_init(&r, sv[1], key));
+        /* write in pieces of 1, 70000 and the rest, through a pipe we can tamper with */
+        int pfd[2];
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, pfd) == 0);
+        setsockopt(pfd[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        setsockopt(pfd[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+        w.fd = pfd[0];
+        CHECK(ccoip_sealed_write(&w, m, 1) == CCOIP_OK);
+        CHECK(ccoip_sealed_write(&w, m + 1, 70000) == CCOIP_OK);
+        struct iovec iov = {m + 70001, LEN - 70001};
+        CHECK(ccoip_sealed_writev(&w, &iov, 1) == CCOIP_OK);
+        CHECK(ccoip_sealed_flush(&w) == CCOIP_OK);
+        /* move the wire bytes to the reader's socket, flipping one bit in the second record */
+        size_t moved = 0;
+        uint8_t buf[65536];
+        shutdown(pfd[0], SHUT_WR);
+        for (;;) {
+            ssize_t k = read(pfd[1], buf, sizeof buf);
+            if (k <= 0) break;
+            for (ssize_t i = 0; i < k; i++)
+                if (flip && moved + (size_t) i == 4 + CCOIP_SEALED_RECORD + 16 + 4 + 1000) buf[i] ^= 1;
+            CHECK(write(sv[0], buf, (size_t) k) == k);
+            moved += (size_t) k;
+        }
+        CHECK(memcmp(buf, m, 64) != 0 || moved < 64); /* not the plaintext (the last chunk, at least) */
+        memset(back, 0, LEN);
+        ccoip_status_t st = ccoip_sealed_read(&r, back, LEN, -1);
+        if (flip) CHECK(st == CCOIP_ERR_INVALID);
+        else CHECK(st == CCOIP_OK && memcmp(back, m, LEN) == 0);
+        ccoip_sealed_free(&w);
+        ccoip_sealed_free(&r);
+        close(sv[0]), close(sv[1]), close(pfd[0]), close(pfd[1]);
+    }
+    free(m);
+    free(back);
+}
+
 int main(void) {
     REQUIRE(ccoip_auth_init());
     sealed_ring(1, false);
     sealed_ring(1000003, false);
     sealed_ring(300000, true);
     tampering();
+    sealed_stream();
     return check_exit();
 }
