@@ -256,7 +256,9 @@ PCCL_EXPORT pcclResult_t pcclSetCollectiveTimeout(pcclComm_t *communicator, uint
  * refused. pcclSetSecret (before pcclConnect) takes 16 to 4096 bytes; without it, pcclConnect
  * reads the file named by PCCL_SECRET_FILE (trailing whitespace dropped; refused when group or
  * others may read it). pcclSetMasterSecret does the same for an embedded master, before
- * pcclRunMaster. Without a secret the run is open, as in PCCL. See docs/security.md. */
+ * pcclRunMaster. Without a secret the run is open, as in PCCL. PCCL_ENCRYPT=1 (read by
+ * pcclConnect; needs the secret, and a master started with --encrypt) encrypts the all-reduce data
+ * links and shared-state transfers. See docs/security.md. */
 #define PCCL_HAS_SECRET 1
 PCCL_EXPORT pcclResult_t pcclSetSecret(pcclComm_t *communicator, const void *secret, size_t length);
 PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *master_instance, const void *secret, size_t length);

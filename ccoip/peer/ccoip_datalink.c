@@ -24,6 +24,7 @@
 #include "threadpark/threadpark.h"
 
 #define CANCELLED_TAGS 16u
+#define SEAL_BATCH 16 /* sealed records per write: 1 MiB of payload */
 
 typedef struct slot {
     reduce_req_t *req; /* NULL: withdrawn by cancel */
@@ -164,18 +165,23 @@ static bool read_all(int fd, void *buf, size_t len) {
     return true;
 }
 
-/* Encrypted: the header, then every record sealed into seal_buf (the header is each record's
- * associated data; a frame of 0 bytes still has one record, so its header is authenticated). */
+/* Encrypted: the header, then every record sealed into seal_buf, SEAL_BATCH records per write
+ * (the header is each record's associated data; a frame of 0 bytes still has one record, so its
+ * header is authenticated). */
 static bool send_sealed(ccoip_datalink_t *dl, const uint8_t *header, const slot_t *s) {
     struct iovec h = {(void *) header, CCOIP_DATALINK_HEADER};
     if (!write_all(dl->fd, &h, 1, MSG_MORE)) return false;
     size_t off = 0;
     do {
-        size_t n = s->len - off < CCOIP_DATALINK_RECORD ? s->len - off : CCOIP_DATALINK_RECORD;
-        ccoip_aead_seal(&dl->tx, dl->seal_buf, dl->seal_buf + n, (const uint8_t *) s->buf + off, n, header,
-                        CCOIP_DATALINK_HEADER);
-        struct iovec r = {dl->seal_buf, n + CCOIP_AEAD_TAG};
-        off += n;
+        size_t used = 0;
+        for (int k = 0; k < SEAL_BATCH && (off < s->len || (s->len == 0 && k == 0)); k++) {
+            size_t n = s->len - off < CCOIP_DATALINK_RECORD ? s->len - off : CCOIP_DATALINK_RECORD;
+            ccoip_aead_seal(&dl->tx, dl->seal_buf + used, dl->seal_buf + used + n, (const uint8_t *) s->buf + off, n,
+                            header, CCOIP_DATALINK_HEADER);
+            used += n + CCOIP_AEAD_TAG;
+            off += n;
+        }
+        struct iovec r = {dl->seal_buf, used};
         if (!write_all(dl->fd, &r, 1, off < s->len ? MSG_MORE : 0)) return false;
     } while (off < s->len);
     return true;
@@ -510,7 +516,7 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_ses
     if (dl == NULL) return NULL;
     if (sess != NULL && sess->encrypt) {
         dl->sealed = true;
-        dl->seal_buf = malloc(CCOIP_DATALINK_RECORD + CCOIP_AEAD_TAG);
+        dl->seal_buf = malloc(SEAL_BATCH * (CCOIP_DATALINK_RECORD + CCOIP_AEAD_TAG));
         dl->drop_buf = malloc(CCOIP_DATALINK_RECORD);
         bool ok = ccoip_aead_init(&dl->tx, sess->send);
         ok = ccoip_aead_init(&dl->rx, sess->recv) && ok;
