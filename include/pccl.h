@@ -262,6 +262,10 @@ PCCL_EXPORT pcclResult_t pcclSetCollectiveTimeout(pcclComm_t *communicator, uint
 #define PCCL_HAS_SECRET 1
 PCCL_EXPORT pcclResult_t pcclSetSecret(pcclComm_t *communicator, const void *secret, size_t length);
 PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *master_instance, const void *secret, size_t length);
+/* Before pcclConnect: encrypt or not, whatever PCCL_ENCRYPT says. Before pcclRunMaster (after
+ * pcclSetMasterSecret): every member must encrypt. */
+PCCL_EXPORT pcclResult_t pcclSetEncryption(pcclComm_t *communicator, bool encrypt);
+PCCL_EXPORT pcclResult_t pcclSetMasterEncryption(pcclMasterInstance_t *master_instance, bool encrypt);
 
 #ifdef __cplusplus
 }

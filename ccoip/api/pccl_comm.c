@@ -89,6 +89,18 @@ PCCL_EXPORT pcclResult_t pcclSetSecret(pcclComm_t *comm, const void *secret, siz
     return pcclSuccess;
 }
 
+PCCL_EXPORT pcclResult_t pcclSetEncryption(pcclComm_t *comm, bool on) {
+    CHECK_INIT("pcclSetEncryption");
+    CHECK_ARG(comm != NULL, "pcclSetEncryption", "communicator is NULL");
+    if (comm->connect_called) {
+        LOG_ERROR(MOD, "pcclSetEncryption: call it before pcclConnect");
+        return pcclInvalidUsage;
+    }
+    comm->encrypt = on;
+    comm->encrypt_set = true;
+    return pcclSuccess;
+}
+
 static pcclResult_t require_accepted(const pcclComm_t *comm, const char *fn) {
     if (atomic_load(&comm->accepted)) return pcclSuccess;
     LOG_ERROR(MOD, "%s: the communicator is not connected (pcclConnect first)", fn);

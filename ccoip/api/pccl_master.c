@@ -15,6 +15,12 @@ PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *m, const void
     return ccoip_master_set_secret(m, secret, length);
 }
 
+PCCL_EXPORT pcclResult_t pcclSetMasterEncryption(pcclMasterInstance_t *m, bool on) {
+    if (!pccl_is_initialized()) return pcclNotInitialized;
+    if (m == NULL) return pcclInvalidArgument;
+    return ccoip_master_require_encryption(m, on);
+}
+
 PCCL_EXPORT pcclResult_t pcclRunMaster(pcclMasterInstance_t *m) {
     if (!pccl_is_initialized()) return pcclNotInitialized;
     return ccoip_master_run(m);

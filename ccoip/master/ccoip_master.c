@@ -392,6 +392,16 @@ void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_option
 
 void ccoip_master_set_encrypt(pcclMasterInstance_t *m, bool on) { m->st.encrypt = on; }
 
+pcclResult_t ccoip_master_require_encryption(pcclMasterInstance_t *m, bool on) {
+    if (m->running || m->joined) return pcclInvalidUsage;
+    if (on && !m->st.has_secret) {
+        LOG_ERROR(MOD, "pcclSetMasterEncryption: set the run secret first (the keys come from it)");
+        return pcclInvalidUsage;
+    }
+    m->st.encrypt = on;
+    return pcclSuccess;
+}
+
 void ccoip_master_set_key(pcclMasterInstance_t *m, const ccoip_auth_key_t *key) {
     m->st.key = *key;
     m->st.has_secret = true;

@@ -31,6 +31,8 @@ void ccoip_master_set_key(pcclMasterInstance_t *m, const ccoip_auth_key_t *key);
 
 /* Before pcclRunMaster: every member must encrypt its p2p links (PCCL_ENCRYPT=1; with a secret). */
 void ccoip_master_set_encrypt(pcclMasterInstance_t *m, bool on);
+/* The same for the public call: pcclInvalidUsage when running, or asked without a secret. */
+pcclResult_t ccoip_master_require_encryption(pcclMasterInstance_t *m, bool on);
 
 /* The port the master listens on (useful after asking for port 0). */
 uint16_t ccoip_master_port(const pcclMasterInstance_t *m);

@@ -79,7 +79,7 @@ static pcclResult_t load_secret(pcclComm_t *comm) {
     }
     if (!comm->has_secret)
         LOG_INFO(MOD, "no run secret (PCCL_SECRET_FILE): this peer joins an open run (see docs/security.md)");
-    comm->encrypt = ccoip_env_num("PCCL_ENCRYPT", 0) != 0;
+    if (!comm->encrypt_set) comm->encrypt = ccoip_env_num("PCCL_ENCRYPT", 0) != 0;
     if (comm->encrypt && !comm->has_secret) {
         LOG_ERROR(MOD, "PCCL_ENCRYPT needs a run secret (PCCL_SECRET_FILE or pcclSetSecret): its keys come from it");
         return pcclInvalidArgument;

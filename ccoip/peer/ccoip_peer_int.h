@@ -108,6 +108,7 @@ struct pcclComm_t {
     bool has_secret;
     ccoip_auth_key_t key;
     bool encrypt; /* PCCL_ENCRYPT=1: the p2p data links are encrypted (ccoip_datalink.c) */
+    bool encrypt_set; /* pcclSetEncryption decided it: PCCL_ENCRYPT is not read */
 
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */

@@ -448,9 +448,10 @@ def _secret_bytes(secret, where):
 class Communicator:
     """A peer's communicator. `address` is the master's "ip:port". `secret` (extension, libpccl
     only): the run secret every connection proves (pcclSetSecret); without it, PCCL_SECRET_FILE
-    is read at connect(), and without that the run is open."""
+    is read at connect(), and without that the run is open. `encrypt` (extension): True/False
+    encrypts the data links or not whatever PCCL_ENCRYPT says (needs the secret)."""
 
-    def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, secret=None):
+    def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, secret=None, encrypt=None):
         where = "Communicator"
         self._ptr = None
         self._busy = 0
@@ -464,6 +465,9 @@ class Communicator:
         self.address = address
         self.peer_group = peer_group
         self._secret = None if secret is None else _secret_bytes(secret, where)
+        if encrypt is not None and not isinstance(encrypt, bool):
+            raise PCCLArgumentError(where, f"encrypt must be a bool or None, not {encrypt!r}")
+        self._encrypt = encrypt
         self._ptr = self._create()
 
     def _create(self):
@@ -474,6 +478,11 @@ class Communicator:
             if r != Result.SUCCESS:
                 _fn("pcclDestroyCommunicator")(p)
                 raise PCCLError(r, "pcclSetSecret")
+        if self._encrypt is not None:
+            r = _fn("pcclSetEncryption")(p, self._encrypt)
+            if r != Result.SUCCESS:
+                _fn("pcclDestroyCommunicator")(p)
+                raise PCCLError(r, "pcclSetEncryption")
         return p
 
     def _use(self, where, allow_closed=False):
@@ -661,7 +670,7 @@ class MasterNode:
     """A master inside this process (the pccl-master binary runs the same code). run() returns at
     once; the master serves on its own thread until interrupt()."""
 
-    def __init__(self, listen_address, secret=None):
+    def __init__(self, listen_address, secret=None, encrypt=False):
         where = "MasterNode"
         key = None if secret is None else _secret_bytes(secret, where)
         self._ptr = None
@@ -675,6 +684,8 @@ class MasterNode:
         self._ptr = p
         if key is not None:
             _check("pcclSetMasterSecret", p, key, len(key))
+        if encrypt:
+            _check("pcclSetMasterEncryption", p, True)
 
     def _use(self, where):
         return _Use(self, where, False)

@@ -116,6 +116,8 @@ PROTOTYPES = {
     "pcclSetCollectiveTimeout": (_R, [_vp, ctypes.c_uint32]),
     "pcclSetSecret": (_R, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
     "pcclSetMasterSecret": (_R, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    "pcclSetEncryption": (_R, [_vp, ctypes.c_bool]),
+    "pcclSetMasterEncryption": (_R, [_vp, ctypes.c_bool]),
 }
 
 

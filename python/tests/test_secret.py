@@ -46,3 +46,16 @@ def test_secret_arguments():
         pccl.Communicator("127.0.0.1:48148", secret="short")
     with pytest.raises(pccl.PCCLArgumentError):
         pccl.MasterNode(f"127.0.0.1:{free_port()}", secret=12345)
+
+
+def test_encryption_must_match():
+    port = free_port()
+    with pccl.MasterNode(f"127.0.0.1:{port}", secret=SECRET, encrypt=True) as m:
+        m.run()
+        with pccl.Communicator(f"127.0.0.1:{port}", secret=SECRET, encrypt=True) as c:
+            c.connect()
+        with pccl.Communicator(f"127.0.0.1:{port}", secret=SECRET, encrypt=False) as c:
+            refused(c)
+    with pytest.raises(pccl.PCCLError) as ei:  # encryption needs the secret
+        pccl.MasterNode(f"127.0.0.1:{free_port()}", encrypt=True)
+    assert ei.value.result is Result.INVALID_USAGE
