@@ -262,6 +262,8 @@ static size_t max_wire_size(const layout_t *l) {
         case F_U64: n += 8; break;
         case F_UUID: n += 16; break;
         case F_ADDR: n += 17; break;
+        case F_BYTES: n += l->fields[i].hi; break;
+        case F_GATE: break; /* the most: the gated fields are there */
         case F_STRUCT: {
             size_t sub = max_wire_size(l->fields[i].sub);
             if (sub == 0 && l->fields[i].sub->nfields > 0) return 0;

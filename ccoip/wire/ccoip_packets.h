@@ -433,7 +433,7 @@ ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w);
 
 /* Every packet without a list or a name has a small fixed bound on its frame (header included):
  * all of them fit in CCOIP_FIXED_FRAME_MAX bytes, so they can be encoded on the stack. */
-#define CCOIP_FIXED_FRAME_MAX 64u
+#define CCOIP_FIXED_FRAME_MAX 128u /* the largest: a version 2 HELLO_ACK, 94 bytes */
 
 /* The largest frame a packet of `type` can take when that is fixed (no list, no name), else 0
  * (also for an unknown type). */
