@@ -249,6 +249,24 @@ PCCL_EXPORT const char *pcclResultString(pcclResult_t result);
 #define PCCL_HAS_COLLECTIVE_TIMEOUT 1
 PCCL_EXPORT pcclResult_t pcclSetCollectiveTimeout(pcclComm_t *communicator, uint32_t timeout_ms);
 
+/* Run secret: a run only its members can join. Every connection (peer to master, p2p, shared
+ * state, benchmark) proves knowledge of the secret both ways, by HMAC-SHA256 over fresh nonces;
+ * the secret never crosses the wire. Both sides must hold the same secret or neither: a mismatch
+ * makes pcclConnect return pcclMasterConnectionFailed with a log line saying the secret was
+ * refused. pcclSetSecret (before pcclConnect) takes 16 to 4096 bytes; without it, pcclConnect
+ * reads the file named by PCCL_SECRET_FILE (trailing whitespace dropped; refused when group or
+ * others may read it). pcclSetMasterSecret does the same for an embedded master, before
+ * pcclRunMaster. Without a secret the run is open, as in PCCL. PCCL_ENCRYPT=1 (read by
+ * pcclConnect; needs the secret, and a master started with --encrypt) encrypts the all-reduce data
+ * links and shared-state transfers. See docs/security.md. */
+#define PCCL_HAS_SECRET 1
+PCCL_EXPORT pcclResult_t pcclSetSecret(pcclComm_t *communicator, const void *secret, size_t length);
+PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *master_instance, const void *secret, size_t length);
+/* Before pcclConnect: encrypt or not, whatever PCCL_ENCRYPT says. Before pcclRunMaster (after
+ * pcclSetMasterSecret): every member must encrypt. */
+PCCL_EXPORT pcclResult_t pcclSetEncryption(pcclComm_t *communicator, bool encrypt);
+PCCL_EXPORT pcclResult_t pcclSetMasterEncryption(pcclMasterInstance_t *master_instance, bool encrypt);
+
 #ifdef __cplusplus
 }
 #endif

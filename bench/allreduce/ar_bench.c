@@ -111,7 +111,15 @@ static bool start(void) {
     char listen[48];
     if (o.ip != NULL) snprintf(master_ip, sizeof master_ip, "%s1", o.ip);
     snprintf(listen, sizeof listen, "%s:0", master_ip);
-    char *args[] = {(char *) o.master_bin, "--listen", listen, "--log-level", "error", NULL};
+    /* AR_BENCH_MASTER_ARGS: extra words for the master (e.g. "--secret-file F --encrypt"); the
+     * peers take theirs from the environment (PCCL_SECRET_FILE, PCCL_ENCRYPT). */
+    char *args[16] = {(char *) o.master_bin, "--listen", listen, "--log-level", "error", NULL};
+    static char extra[512];
+    const char *env = getenv("AR_BENCH_MASTER_ARGS");
+    snprintf(extra, sizeof extra, "%s", env != NULL ? env : "");
+    int na = 5;
+    for (char *w = strtok(extra, " "); w != NULL && na < 15; w = strtok(NULL, " ")) args[na++] = w;
+    args[na] = NULL;
     if (!spawn_in(&master, 0, args)) return false;
     char line[256];
     if (!h_read_line(&master, line, sizeof line, 20000)) return false;

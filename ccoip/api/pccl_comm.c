@@ -76,6 +76,33 @@ PCCL_EXPORT pcclResult_t pcclConnect(pcclComm_t *comm) {
     return ccoip_peer_connect(comm);
 }
 
+PCCL_EXPORT pcclResult_t pcclSetSecret(pcclComm_t *comm, const void *secret, size_t length) {
+    CHECK_INIT("pcclSetSecret");
+    CHECK_ARG(comm != NULL && secret != NULL, "pcclSetSecret", "communicator and secret must not be NULL");
+    CHECK_ARG(length >= CCOIP_SECRET_MIN && length <= CCOIP_SECRET_MAX, "pcclSetSecret",
+              "the secret must have 16 to 4096 bytes");
+    if (comm->connect_called) {
+        LOG_ERROR(MOD, "pcclSetSecret: call it before pcclConnect");
+        return pcclInvalidUsage;
+    }
+    if (!ccoip_auth_init()) return pcclInternalError;
+    ccoip_auth_derive(secret, length, &comm->key);
+    comm->has_secret = true;
+    return pcclSuccess;
+}
+
+PCCL_EXPORT pcclResult_t pcclSetEncryption(pcclComm_t *comm, bool on) {
+    CHECK_INIT("pcclSetEncryption");
+    CHECK_ARG(comm != NULL, "pcclSetEncryption", "communicator is NULL");
+    if (comm->connect_called) {
+        LOG_ERROR(MOD, "pcclSetEncryption: call it before pcclConnect");
+        return pcclInvalidUsage;
+    }
+    comm->encrypt = on;
+    comm->encrypt_set = true;
+    return pcclSuccess;
+}
+
 static pcclResult_t require_accepted(const pcclComm_t *comm, const char *fn) {
     if (atomic_load(&comm->accepted)) return pcclSuccess;
     LOG_ERROR(MOD, "%s: the communicator is not connected (pcclConnect first)", fn);

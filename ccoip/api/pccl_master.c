@@ -9,6 +9,18 @@ PCCL_EXPORT pcclResult_t pcclCreateMaster(ccoip_socket_address_t listen_address,
     return ccoip_master_create(listen_address, out);
 }
 
+PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *m, const void *secret, size_t length) {
+    if (!pccl_is_initialized()) return pcclNotInitialized;
+    if (m == NULL) return pcclInvalidArgument;
+    return ccoip_master_set_secret(m, secret, length);
+}
+
+PCCL_EXPORT pcclResult_t pcclSetMasterEncryption(pcclMasterInstance_t *m, bool on) {
+    if (!pccl_is_initialized()) return pcclNotInitialized;
+    if (m == NULL) return pcclInvalidArgument;
+    return ccoip_master_require_encryption(m, on);
+}
+
 PCCL_EXPORT pcclResult_t pcclRunMaster(pcclMasterInstance_t *m) {
     if (!pccl_is_initialized()) return pcclNotInitialized;
     return ccoip_master_run(m);

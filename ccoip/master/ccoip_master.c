@@ -158,7 +158,7 @@ static bool process_frames(struct pcclMasterInstanceState_t *m, mconn_t *mc) {
     size_t pos = 0;
     char why[160];
     while (!mc->closing) {
-        uint32_t cap = mc->c.phase == CCOIP_MPHASE_CONNECTED ? CCOIP_MAX_HANDSHAKE_PAYLOAD : CCOIP_MAX_PAYLOAD;
+        uint32_t cap = mc->c.phase < CCOIP_MPHASE_GREETED ? CCOIP_MAX_HANDSHAKE_PAYLOAD : CCOIP_MAX_PAYLOAD;
         uint16_t type;
         uint32_t len;
         ccoip_status_t st = ccoip_frame_peek(mc->buf + pos, mc->len - pos, cap, &type, &len);
@@ -285,6 +285,11 @@ static void on_connection(uv_stream_t *server, int status) {
     memset(&ss, 0, sizeof ss);
     uv_tcp_getpeername(&mc->tcp, (struct sockaddr *) &ss, &len);
     format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.loopback);
+    m->st.now_ms = uv_now(&m->loop);
+    if (!ccoip_mauth_may_connect(&m->st, &mc->c.addr, mc->c.name)) {
+        uv_close((uv_handle_t *) &mc->tcp, on_closed);
+        return;
+    }
     if (!ccoip_mstate_add(&m->st, &mc->c, uv_now(&m->loop))) {
         LOG_ERROR(MOD, "out of memory registering %s", mc->c.name);
         uv_close((uv_handle_t *) &mc->tcp, on_closed);
@@ -344,6 +349,10 @@ pcclResult_t ccoip_master_create(ccoip_socket_address_t listen_address, pcclMast
         LOG_ERROR(MOD, "pcclCreateMaster: unknown address protocol %d", (int) listen_address.inet.protocol);
         return pcclInvalidArgument;
     }
+    if (!ccoip_auth_init()) {
+        LOG_ERROR(MOD, "libsodium cannot initialise (no randomness source?)");
+        return pcclInternalError;
+    }
     struct pcclMasterInstanceState_t *m = calloc(1, sizeof *m);
     if (m == NULL) return pcclInternalError;
     if (uv_loop_init(&m->loop) != 0) {
@@ -381,15 +390,61 @@ pcclResult_t ccoip_master_create(ccoip_socket_address_t listen_address, pcclMast
 
 void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_options_t *opt) { m->st.opt = *opt; }
 
+void ccoip_master_set_encrypt(pcclMasterInstance_t *m, bool on) { m->st.encrypt = on; }
+
+pcclResult_t ccoip_master_require_encryption(pcclMasterInstance_t *m, bool on) {
+    if (m->running || m->joined) return pcclInvalidUsage;
+    if (on && !m->st.has_secret) {
+        LOG_ERROR(MOD, "pcclSetMasterEncryption: set the run secret first (the keys come from it)");
+        return pcclInvalidUsage;
+    }
+    m->st.encrypt = on;
+    return pcclSuccess;
+}
+
+void ccoip_master_set_key(pcclMasterInstance_t *m, const ccoip_auth_key_t *key) {
+    m->st.key = *key;
+    m->st.has_secret = true;
+}
+
+pcclResult_t ccoip_master_set_secret(pcclMasterInstance_t *m, const void *secret, size_t len) {
+    if (m->running || m->joined) return pcclInvalidUsage;
+    if (secret == NULL || len < CCOIP_SECRET_MIN || len > CCOIP_SECRET_MAX) {
+        LOG_ERROR(MOD, "run secret: %zu bytes; it must have %d to %d", secret == NULL ? (size_t) 0 : len,
+                  CCOIP_SECRET_MIN, CCOIP_SECRET_MAX);
+        return pcclInvalidArgument;
+    }
+    ccoip_auth_derive(secret, len, &m->st.key);
+    m->st.has_secret = true;
+    return pcclSuccess;
+}
+
 static size_t render_status(void *ctx, char *buf, size_t cap) {
     struct pcclMasterInstanceState_t *m = ctx;
     return ccoip_mstatus_render(&m->st, buf, cap);
 }
 
+static bool is_loopback(const ccoip_socket_address_t *a) {
+    static const uint8_t one[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return a->inet.protocol == inetIPv4 ? a->inet.ipv4.data[0] == 127 : memcmp(a->inet.ipv6.data, one, 16) == 0;
+}
+
 bool ccoip_master_serve_status(pcclMasterInstance_t *m, ccoip_socket_address_t addr) {
     struct sockaddr_storage ss;
     if (m->running || m->status != NULL || !to_sockaddr(&addr, &ss)) return false;
+    /* The page names every peer's address and UUID: beyond loopback only behind the secret. */
+    bool open = is_loopback(&addr);
+    if (!open && !m->st.has_secret) {
+        LOG_ERROR(MOD, "status endpoint: it lists peer addresses and UUIDs, so it listens beyond loopback only with "
+                       "a run secret (--secret-file), which then guards it with a bearer token");
+        return false;
+    }
     m->status = ccoip_mhttp_start(&m->loop, (const struct sockaddr *) &ss, render_status, m, &m->status_port);
+    if (m->status != NULL && !open) {
+        char token[65];
+        ccoip_auth_status_token(&m->st.key, token);
+        ccoip_mhttp_require_token(m->status, token);
+    }
     return m->status != NULL;
 }
 
@@ -421,6 +476,8 @@ pcclResult_t ccoip_master_run(pcclMasterInstance_t *m) {
     }
     m->running = true;
     LOG_INFO(MOD, "master running on port %u", m->port);
+    if (!m->st.has_secret)
+        LOG_INFO(MOD, "no run secret: anyone who reaches port %u can join this run (see docs/security.md)", m->port);
     return pcclSuccess;
 }
 

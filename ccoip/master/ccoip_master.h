@@ -4,6 +4,7 @@
 #define CCOIP_MASTER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ccoip/master/ccoip_master_state.h"
@@ -20,6 +21,18 @@ pcclResult_t ccoip_master_destroy(pcclMasterInstance_t *m);
 
 /* Before pcclRunMaster: timeouts (see ccoip_master_options_t). */
 void ccoip_master_set_options(pcclMasterInstance_t *m, const ccoip_master_options_t *opt);
+
+/* Before pcclRunMaster: every connection must prove this secret (CCOIP_SECRET_MIN..MAX bytes;
+ * ccoip_auth.h). Without one the run is open to anyone who reaches the port. */
+pcclResult_t ccoip_master_set_secret(pcclMasterInstance_t *m, const void *secret, size_t len);
+
+/* The same from a derived key (pccl-master --secret-file). */
+void ccoip_master_set_key(pcclMasterInstance_t *m, const ccoip_auth_key_t *key);
+
+/* Before pcclRunMaster: every member must encrypt its p2p links (PCCL_ENCRYPT=1; with a secret). */
+void ccoip_master_set_encrypt(pcclMasterInstance_t *m, bool on);
+/* The same for the public call: pcclInvalidUsage when running, or asked without a secret. */
+pcclResult_t ccoip_master_require_encryption(pcclMasterInstance_t *m, bool on);
 
 /* The port the master listens on (useful after asking for port 0). */
 uint16_t ccoip_master_port(const pcclMasterInstance_t *m);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "ccoip/wire/ccoip_auth.h"
 #include "log/log.h"
 
 #define MOD "ccoip-master"
@@ -29,6 +31,7 @@ struct ccoip_mhttp {
     size_t nconns;
     int handles;    /* handles not yet closed: the listener and two per connection */
     bool closing;
+    char token[80]; /* "" for none: ccoip_mhttp_require_token */
 };
 
 struct hconn_t {
@@ -139,7 +142,30 @@ static void serve_metrics(hconn_t *c) {
     respond_text(c, "500 Internal Server Error", "out of memory\n");
 }
 
-/* The request line: METHOD SP PATH SP HTTP/x.y, nothing else is read. */
+/* Whether the header holds `Authorization: Bearer <token>` (the name in any case). */
+static bool authorized(const hconn_t *c) {
+    static const char name[] = "authorization:";
+    size_t tlen = strlen(c->h->token);
+    for (size_t i = 0; i < c->len; i++) {
+        if (i > 0 && c->req[i - 1] != '\n') continue;
+        if (c->len - i < sizeof name - 1 || strncasecmp(c->req + i, name, sizeof name - 1) != 0) continue;
+        size_t k = i + sizeof name - 1;
+        while (k < c->len && c->req[k] == ' ') k++;
+        if (c->len - k < 7 || strncasecmp(c->req + k, "Bearer ", 7) != 0) return false;
+        k += 7;
+        size_t e = k;
+        while (e < c->len && c->req[e] != '\r' && c->req[e] != '\n' && c->req[e] != ' ') e++;
+        char got[80];
+        if (e - k >= sizeof got) return false;
+        memcpy(got, c->req + k, e - k);
+        got[e - k] = '\0';
+        return ccoip_auth_token_eq(got, c->h->token, tlen);
+    }
+    return false;
+}
+
+/* The request line: METHOD SP PATH SP HTTP/x.y, and the Authorization header when a token is
+ * required; nothing else is read. */
 static void handle_request(hconn_t *c) {
     char *end = memchr(c->req, '\n', c->len);
     size_t line = end ? (size_t) (end - c->req) : 0;
@@ -155,7 +181,8 @@ static void handle_request(hconn_t *c) {
         respond_text(c, "400 Bad Request", "bad request\n");
         return;
     }
-    if (strcmp(method, "GET") != 0) respond_text(c, "405 Method Not Allowed", "only GET\n");
+    if (c->h->token[0] != '\0' && !authorized(c)) respond_text(c, "401 Unauthorized", "bearer token required\n");
+    else if (strcmp(method, "GET") != 0) respond_text(c, "405 Method Not Allowed", "only GET\n");
     else if (strcmp(path, "/metrics") == 0 || strcmp(path, "/") == 0) serve_metrics(c);
     else respond_text(c, "404 Not Found", "try /metrics\n");
 }
@@ -235,6 +262,10 @@ ccoip_mhttp_t *ccoip_mhttp_start(uv_loop_t *loop, const struct sockaddr *addr, c
     *port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &bound)->sin6_port
                                               : ((struct sockaddr_in *) &bound)->sin_port);
     return h;
+}
+
+void ccoip_mhttp_require_token(ccoip_mhttp_t *h, const char *token) {
+    snprintf(h->token, sizeof h->token, "%s", token);
 }
 
 void ccoip_mhttp_close(ccoip_mhttp_t *h) {

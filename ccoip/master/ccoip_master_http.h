@@ -21,6 +21,10 @@ typedef struct ccoip_mhttp ccoip_mhttp_t;
 ccoip_mhttp_t *ccoip_mhttp_start(uv_loop_t *loop, const struct sockaddr *addr, ccoip_mhttp_render_t render,
                                  void *ctx, uint16_t *port);
 
+/* Before the first request: every request must carry `Authorization: Bearer TOKEN` (else 401);
+ * the token is compared in constant time. For a status page that listens beyond loopback. */
+void ccoip_mhttp_require_token(ccoip_mhttp_t *h, const char *token);
+
 /* Closes the listener and every connection; the memory goes once the loop has run their close
  * callbacks. On the loop's thread, or after it stopped (then run the loop once more). */
 void ccoip_mhttp_close(ccoip_mhttp_t *h);

@@ -447,8 +447,21 @@ static void on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_h
     else st->make_uuid(st->ctx, &c->uuid);
     ack.u.hello_ack.status = CCOIP_HELLO_OK;
     ack.u.hello_ack.uuid = c->uuid;
-    c->phase = CCOIP_MPHASE_GREETED;
+    if (!ccoip_mauth_on_hello(st, c, h, &ack.u.hello_ack)) {
+        send_packet(st, c, &ack);
+        ccoip_mstate_reject(st, c, "run secret refused");
+        return;
+    }
+    if (c->phase == CCOIP_MPHASE_CONNECTED) c->phase = CCOIP_MPHASE_GREETED;
     send_packet(st, c, &ack);
+}
+
+static void on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_auth_t *a) {
+    if (!ccoip_mauth_on_auth(st, c, a)) {
+        ccoip_mstate_reject(st, c, "run secret refused");
+        return;
+    }
+    c->phase = CCOIP_MPHASE_GREETED;
 }
 
 static void send_join_response(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status) {
@@ -542,6 +555,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_MPHASE_CONNECTED:
         if (p->type == CCOIP_PKT_HELLO) on_hello(st, c, &p->u.hello);
         else ccoip_mstate_reject(st, c, "first packet is not HELLO");
+        return;
+    case CCOIP_MPHASE_PROVING:
+        if (p->type == CCOIP_PKT_AUTH) on_auth(st, c, &p->u.auth);
+        else ccoip_mstate_reject(st, c, "expected AUTH after HELLO");
         return;
     case CCOIP_MPHASE_GREETED:
         if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);

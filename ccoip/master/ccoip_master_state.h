@@ -8,13 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 
 typedef enum ccoip_mphase_t {
     CCOIP_MPHASE_CONNECTED = 0,  /* no HELLO yet */
-    CCOIP_MPHASE_GREETED = 1,    /* HELLO done, no JOIN yet */
-    CCOIP_MPHASE_REGISTERED = 2, /* joined, waiting for the accepted peers to admit it */
-    CCOIP_MPHASE_ACCEPTED = 3
+    CCOIP_MPHASE_PROVING = 1,    /* HELLO answered with our proof; its AUTH is owed (with a secret) */
+    CCOIP_MPHASE_GREETED = 2,    /* HELLO (and AUTH) done, no JOIN yet */
+    CCOIP_MPHASE_REGISTERED = 3, /* joined, waiting for the accepted peers to admit it */
+    CCOIP_MPHASE_ACCEPTED = 4
 } ccoip_mphase_t;
 
 typedef enum ccoip_mstate_t {
@@ -66,6 +68,7 @@ typedef struct ccoip_mclient_t {
     bool ring_stale; /* its group lost a member since the last topology round */
     ccoip_uuid_t next; /* REJOIN: its ring successor before the master was lost; zero once used */
     ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
+    uint8_t auth_expect[CCOIP_MAC_LEN]; /* PROVING: the MAC its AUTH must carry */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
 } ccoip_mclient_t;
@@ -117,6 +120,10 @@ typedef struct ccoip_master_state_t {
     void *ctx;
     struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
     ccoip_mcounters_t counters;
+    bool has_secret; /* every connection must prove the run secret (ccoip_master_auth.c) */
+    bool encrypt;    /* every member must encrypt its p2p links (PCCL_ENCRYPT; needs the secret) */
+    ccoip_auth_key_t key;
+    uint64_t refused_conns, refused_warned_ms; /* over the connection caps, since the last warning */
 } ccoip_master_state_t;
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
@@ -187,6 +194,19 @@ void ccoip_mbw_free(ccoip_master_state_t *st);
 /* Starts a topology round of the accepted peers only (no admission): each is told its ring
  * neighbours by the current ring order (ids), as pcclUpdateTopology's round does. */
 void ccoip_mstate_relink(ccoip_master_state_t *st);
+
+/* The run secret (ccoip_master_auth.c). on_hello fills a HELLO_ACK that accepted the HELLO's
+ * magic, version and role: false (ack's status says why, the refusal is logged) when the secrets
+ * cannot match; with a secret it adds our proof and c moves to PROVING. on_auth checks c's AUTH;
+ * false when refused (logged, AUTH_RESULT sent). */
+bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_hello_t *h, ccoip_hello_ack_t *ack);
+bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_auth_t *a);
+/* Whether a new connection from addr may be served: at most CCOIP_MAX_CONNECTIONS in all and
+ * CCOIP_MAX_UNJOINED_PER_ADDR per address that have not joined yet (they also have only the
+ * handshake timeout to do so). A refusal is logged at most every few seconds, with a count. */
+#define CCOIP_MAX_CONNECTIONS 8192
+#define CCOIP_MAX_UNJOINED_PER_ADDR 32
+bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name);
 
 /* The four attributes as c would see them now. */
 ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c);

@@ -72,12 +72,13 @@ static const char *state_name(ccoip_mstate_t s) {
 size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t cap) {
     page_t p = {buf, cap, 0};
     if (cap > 0) buf[0] = '\0';
-    size_t phase[4] = {0, 0, 0, 0};
+    size_t phase[5] = {0, 0, 0, 0, 0};
     for (size_t i = 0; i < st->nclients; i++)
-        if (!st->clients[i]->dropped && (unsigned) st->clients[i]->phase < 4) phase[st->clients[i]->phase]++;
+        if (!st->clients[i]->dropped && (unsigned) st->clients[i]->phase < 5) phase[st->clients[i]->phase]++;
     help(&p, "pccl_master_peers", "gauge", "Connections by phase: handshaking (no JOIN yet), pending (waiting for "
                                            "admission), accepted.");
-    put(&p, "pccl_master_peers{phase=\"handshaking\"} %zu\n", phase[CCOIP_MPHASE_CONNECTED] + phase[CCOIP_MPHASE_GREETED]);
+    put(&p, "pccl_master_peers{phase=\"handshaking\"} %zu\n", phase[CCOIP_MPHASE_CONNECTED] + phase[CCOIP_MPHASE_PROVING] +
+                                                          phase[CCOIP_MPHASE_GREETED]);
     put(&p, "pccl_master_peers{phase=\"pending\"} %zu\n", phase[CCOIP_MPHASE_REGISTERED]);
     put(&p, "pccl_master_peers{phase=\"accepted\"} %zu\n", phase[CCOIP_MPHASE_ACCEPTED]);
 

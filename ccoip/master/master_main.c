@@ -7,17 +7,26 @@
 
 #include "ccoip/master/ccoip_master.h"
 #include "ccoip/net/ccoip_os.h"
+#include "ccoip/net/ccoip_secret.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"
 #include "pccl.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: pccl-master [--listen HOST:PORT] [--status HOST:PORT] [--log-level LEVEL]\n"
-            "                   [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS] [--help]\n"
+            "usage: pccl-master [--listen HOST:PORT] [--secret-file PATH] [--status [HOST]:PORT]\n"
+            "                   [--log-level LEVEL] [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS]\n"
+            "                   [--encrypt] [--print-status-token] [--help]\n"
             "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
-            "  --status HOST:PORT        serve the status page (Prometheus text) at http://HOST:PORT/metrics\n"
-            "                            (default port 48147)\n"
+            "  --secret-file PATH        every connection must prove this run secret (the file's bytes, 16 or\n"
+            "                            more; refused when group or others may read it); peers set\n"
+            "                            PCCL_SECRET_FILE to the same secret. Without it the run is open.\n"
+            "  --status [HOST]:PORT      serve the status page (Prometheus text) at http://HOST:PORT/metrics\n"
+            "                            (HOST defaults to 127.0.0.1, PORT to 48147); beyond loopback it needs\n"
+            "                            --secret-file and answers only requests with the bearer token\n"
+            "  --print-status-token      print that token (from --secret-file) and exit\n"
+            "  --encrypt                 every peer must encrypt its p2p data links (PCCL_ENCRYPT=1; needs\n"
+            "                            --secret-file)\n"
             "  --log-level LEVEL         error, warn, info or debug (default: PCCL_LOG_LEVEL, else info)\n"
             "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
             "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n"
@@ -46,7 +55,8 @@ int main(int argc, char **argv) {
     ccoip_socket_address_t addr;
     ccoip_parse_address("0.0.0.0", 48148, &addr);
     ccoip_socket_address_t status_addr;
-    bool want_status = false;
+    bool want_status = false, print_token = false, encrypt = false;
+    const char *secret_file = NULL;
     ccoip_master_options_t opt;
     ccoip_master_default_options(&opt);
     if (getenv("PCCL_LOG_LEVEL") == NULL) log_set_level(LOG_LEVEL_INFO);
@@ -56,8 +66,19 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
+        if (strcmp(a, "--print-status-token") == 0 || strcmp(a, "--encrypt") == 0) {
+            if (a[2] == 'p') print_token = true;
+            else encrypt = true;
+            continue;
+        }
         int ok = v != NULL;
-        if (ok && strcmp(a, "--listen") == 0) ok = ccoip_parse_address(v, 48148, &addr);
+        char local[80];
+        if (ok && strcmp(a, "--status") == 0 && (v[0] == ':' || strspn(v, "0123456789") == strlen(v))) {
+            snprintf(local, sizeof local, "127.0.0.1%s%s", v[0] == ':' ? "" : ":", v);
+            v = local;
+        }
+        if (ok && strcmp(a, "--secret-file") == 0) secret_file = v;
+        else if (ok && strcmp(a, "--listen") == 0) ok = ccoip_parse_address(v, 48148, &addr);
         else if (ok && strcmp(a, "--status") == 0) ok = want_status = ccoip_parse_address(v, 48147, &status_addr);
         else if (ok && strcmp(a, "--log-level") == 0) {
             int l = log_parse_level(v);
@@ -73,12 +94,33 @@ int main(int argc, char **argv) {
         }
         i++;
     }
+    ccoip_auth_key_t key;
+    if (secret_file != NULL && (!ccoip_auth_init() || !ccoip_secret_load_key(secret_file, &key))) return 1;
+    if (encrypt && secret_file == NULL) {
+        fprintf(stderr, "pccl-master: --encrypt needs --secret-file (the keys come from the run secret)\n");
+        return 2;
+    }
+    if (print_token) {
+        if (secret_file == NULL) {
+            fprintf(stderr, "pccl-master: --print-status-token needs --secret-file\n");
+            return 2;
+        }
+        char token[65];
+        ccoip_auth_status_token(&key, token);
+        printf("%s\n", token);
+        return 0;
+    }
     ccoip_raise_fd_limit();
     ccoip_os_block_termination_signals(); /* before any thread starts: they inherit the mask */
     pcclInit();
     pcclMasterInstance_t *m;
     if (pcclCreateMaster(addr, &m) != pcclSuccess) return 1;
     ccoip_master_set_options(m, &opt);
+    if (secret_file != NULL) {
+        ccoip_master_set_key(m, &key);
+        ccoip_master_set_encrypt(m, encrypt);
+        memset(&key, 0, sizeof key);
+    }
     if (want_status && !ccoip_master_serve_status(m, status_addr)) {
         pcclDestroyMaster(m);
         return 1;

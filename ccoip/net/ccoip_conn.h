@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 
 /* Sends one packet. A packet with a fixed bound (ccoip_packet_frame_bound: every control packet
@@ -21,18 +22,28 @@ ccoip_status_t ccoip_conn_send(int fd, const ccoip_packet_t *p);
 #define CCOIP_CONN_STACK_PAYLOAD 256u
 ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload, int64_t deadline_ms);
 
-/* Sends HELLO(role, uuid) and reads HELLO_ACK into *ack. A refusal or a version mismatch is
- * logged (naming `what`) and gives CCOIP_ERR_REFUSED, with *ack still filled in. */
-ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, int64_t deadline_ms,
-                                const char *what, ccoip_hello_ack_t *ack);
+/* Sends HELLO(role, uuid) and reads HELLO_ACK into *ack. With a key (the run secret, NULL for
+ * none) it checks the acceptor's proof and proves ours (AUTH, AUTH_RESULT; ccoip_auth.h). A
+ * refusal, a version or secret mismatch is logged (naming `what`) and gives CCOIP_ERR_REFUSED with
+ * *ack filled in (a secret we refused on our side reads as status CCOIP_HELLO_SECRET). With sess
+ * (NULL: no encryption) and sess->encrypt set (needs a key), the other side must encrypt too;
+ * on success sess then holds the connection's keys. */
+ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, const ccoip_auth_key_t *key,
+                                ccoip_session_t *sess, int64_t deadline_ms, const char *what, ccoip_hello_ack_t *ack);
 
 /* The acceptor's half, in two steps. ccoip_conn_read_hello reads the HELLO before the deadline
- * and checks magic, version and role (the listeners' roles: p2p, shared state, benchmark). On
- * success *uuid is the caller's UUID and nothing is answered yet; on failure it has already
- * refused (when the first packet was a HELLO) and `why` says what was wrong. The listener then
- * decides on the UUID and answers with ccoip_conn_answer_hello: CCOIP_HELLO_OK accepts (the ack
- * echoes *uuid), any other status refuses. */
-bool ccoip_conn_read_hello(int fd, uint8_t role, int64_t deadline_ms, ccoip_uuid_t *uuid, char *why, size_t why_len);
+ * and checks magic, version, role (the listeners' roles: p2p, shared state, benchmark) and that
+ * both sides hold a secret or neither does, and encrypt (PCCL_ENCRYPT) or neither does. On
+ * success *h is the caller's HELLO (h->uuid its
+ * UUID) and nothing is answered yet; on failure it has already refused (when the first packet was
+ * a HELLO) and `why` says what was wrong. The listener then decides on the UUID: it refuses with
+ * ccoip_conn_answer_hello (any status but OK), or accepts with ccoip_conn_accept_hello, which with
+ * a key proves ours and checks the caller's before the deadline (false: refused, `why` says why);
+ * on an encrypted connection *sess (when not NULL) gets its keys. */
+bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bool encrypt, int64_t deadline_ms,
+                           ccoip_hello_t *h, char *why, size_t why_len);
 ccoip_status_t ccoip_conn_answer_hello(int fd, uint8_t status, const ccoip_uuid_t *uuid);
+bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_key_t *key, ccoip_session_t *sess,
+                             int64_t deadline_ms, char *why, size_t why_len);
 
 #endif /* CCOIP_CONN_H */

@@ -43,6 +43,8 @@ ccoip_status_t ccoip_sock_wait(int fd, int wake_fd, int timeout_ms);
 bool ccoip_sock_peer_gone(int fd);
 
 void ccoip_sock_shutdown(int fd);
+/* A second descriptor of the same socket (close-on-exec), or -1. */
+int ccoip_sock_dup(int fd);
 void ccoip_sock_close(int fd);
 
 /* A self-pipe that wakes threads blocked in ccoip_sock_wait. */

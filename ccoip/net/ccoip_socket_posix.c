@@ -295,3 +295,5 @@ void ccoip_raise_fd_limit(void) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
+
+int ccoip_sock_dup(int fd) { return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0); }

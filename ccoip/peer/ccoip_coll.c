@@ -162,12 +162,12 @@ static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t 
         char name[32];
         for (uint32_t i = 0; i < l->ntx; i++) {
             snprintf(name, sizeof name, "ring tx %u", i);
-            if ((c->tx[i].dl = ccoip_datalink_start(l->tx_fds[i], name)) == NULL) c->retired = true;
+            if ((c->tx[i].dl = ccoip_datalink_start(l->tx_fds[i], name, &l->tx_sess[i])) == NULL) c->retired = true;
             else ccoip_datalink_profile(c->tx[i].dl, &comm->prof, i, ccoip_prof_peer(op, 1));
         }
         for (uint32_t i = 0; i < l->nrx; i++) {
             snprintf(name, sizeof name, "ring rx %u", i);
-            if ((c->rx[i].dl = ccoip_datalink_start(l->rx_fds[i], name)) == NULL) c->retired = true;
+            if ((c->rx[i].dl = ccoip_datalink_start(l->rx_fds[i], name, &l->rx_sess[i])) == NULL) c->retired = true;
             else ccoip_datalink_profile(c->rx[i].dl, &comm->prof, i, ccoip_prof_peer(op, -1));
         }
         if (c->retired) return false;

@@ -25,6 +25,7 @@
 #include "threadpark/threadpark.h"
 
 #define CANCELLED_TAGS 16u
+#define SEAL_BATCH 16 /* sealed records per write: 1 MiB of payload */
 
 typedef struct slot {
     reduce_req_t *req; /* NULL: withdrawn by cancel */
@@ -55,6 +56,9 @@ struct ccoip_datalink {
     uint32_t ncancelled;
 
     ccoip_splice_t splice; /* the send thread's: sends by reference */
+    bool sealed;           /* encrypted: tx (send thread's), rx (receive thread's) and their buffers */
+    ccoip_aead_t tx, rx;
+    uint8_t *seal_buf, *drop_buf; /* a record's ciphertext; a dropped frame's plaintext */
     bool same_host;        /* the peer's address is a loopback one or ours */
     uint32_t send_posted, recv_posted; /* threadpark words */
     pthread_t send_thread, recv_thread;
@@ -191,6 +195,28 @@ static bool read_all(int fd, void *buf, size_t len) {
     return true;
 }
 
+/* Encrypted: the header, then every record sealed into seal_buf, SEAL_BATCH records per write
+ * (the header is each record's associated data; a frame of 0 bytes still has one record, so its
+ * header is authenticated). */
+static bool send_sealed(ccoip_datalink_t *dl, const uint8_t *header, const slot_t *s) {
+    struct iovec h = {(void *) header, CCOIP_DATALINK_HEADER};
+    if (!write_all(dl->fd, &h, 1, MSG_MORE)) return false;
+    size_t off = 0;
+    do {
+        size_t used = 0;
+        for (int k = 0; k < SEAL_BATCH && (off < s->len || (s->len == 0 && k == 0)); k++) {
+            size_t n = s->len - off < CCOIP_DATALINK_RECORD ? s->len - off : CCOIP_DATALINK_RECORD;
+            ccoip_aead_seal(&dl->tx, dl->seal_buf + used, dl->seal_buf + used + n, (const uint8_t *) s->buf + off, n,
+                            header, CCOIP_DATALINK_HEADER);
+            used += n + CCOIP_AEAD_TAG;
+            off += n;
+        }
+        struct iovec r = {dl->seal_buf, used};
+        if (!write_all(dl->fd, &r, 1, off < s->len ? MSG_MORE : 0)) return false;
+    } while (off < s->len);
+    return true;
+}
+
 /* Sends one frame: the header, then the payload by reference when its poster allows it and the
  * pages can be spliced, by copy otherwise. */
 static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
@@ -198,6 +224,7 @@ static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
     put_u64(header, s->tag);
     put_u64(header + 8, s->offset);
     put_u32(header + 16, (uint32_t) s->len);
+    if (dl->sealed) return send_sealed(dl, header, s);
     struct iovec iov[2] = {{header, sizeof header}, {s->buf, s->len}};
     if (!s->by_reference || dl->splice.off || s->len == 0) return write_all(dl->fd, iov, 2, 0);
     if (!write_all(dl->fd, iov, 1, MSG_MORE)) return false;
@@ -269,6 +296,29 @@ static int find_recv(ccoip_datalink_t *dl, uint64_t tag) {
     return -1;
 }
 
+/* Encrypted: reads the frame's records into dst (NULL: a dropped frame, into drop_buf) and opens
+ * each in place; false on a short read or a record that fails authentication (logged). */
+static bool recv_sealed(ccoip_datalink_t *dl, const uint8_t *header, uint8_t *dst, size_t len) {
+    size_t off = 0;
+    do {
+        size_t n = len - off < CCOIP_DATALINK_RECORD ? len - off : CCOIP_DATALINK_RECORD;
+        uint8_t *at = dst != NULL ? dst + off : dl->drop_buf, tag[CCOIP_AEAD_TAG];
+        if (!read_all(dl->fd, at, n) || !read_all(dl->fd, tag, sizeof tag)) return false;
+        if (!ccoip_aead_open(&dl->rx, at, at, n, tag, header, CCOIP_DATALINK_HEADER)) {
+            LOG_ERROR("ccoip", "data link %s: a frame failed authentication (tampered, or not from our neighbour)",
+                      dl->name);
+            return false;
+        }
+        off += n;
+    } while (off < len);
+    return true;
+}
+
+/* Reads a frame's payload (dst NULL: drops it). */
+static bool read_payload(ccoip_datalink_t *dl, const uint8_t *header, void *dst, size_t len) {
+    return dl->sealed ? recv_sealed(dl, header, dst, len) : read_all(dl->fd, dst, len);
+}
+
 /* Receives one frame; false when the link is broken or stopping. */
 static bool recv_frame(ccoip_datalink_t *dl) {
     uint8_t header[CCOIP_DATALINK_HEADER];
@@ -296,7 +346,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
         }
         if (tag_cancelled(dl, tag)) { /* a late frame of an aborted collective */
             pthread_mutex_unlock(&dl->lock);
-            if (read_all(dl->fd, NULL, len)) return true;
+            if (read_payload(dl, header, NULL, len)) return true;
             pthread_mutex_lock(&dl->lock);
             break_locked(dl, "connection closed mid-frame");
             pthread_mutex_unlock(&dl->lock);
@@ -324,7 +374,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
     pthread_mutex_unlock(&dl->lock);
 
     void *ev = xfer_begin(prof, &dl->recv_current, pcclProfilerRecv, dl->prof_stream, dl->prof_peer);
-    bool ok = read_all(dl->fd, dl->recv_current.buf, len);
+    bool ok = read_payload(dl, header, dl->recv_current.buf, len);
     xfer_end(prof, ev, ok);
 
     pthread_mutex_lock(&dl->lock);
@@ -333,7 +383,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
     dl->recv_current.req = NULL;
     pthread_cond_broadcast(&dl->released);
     if (!cancelled) complete(req, ok ? REDUCE_REQ_DONE : REDUCE_REQ_FAILED);
-    if (!ok) break_locked(dl, "connection closed mid-frame");
+    if (!ok) break_locked(dl, dl->sealed ? "frame failed (closed mid-frame or not authentic)" : "connection closed mid-frame");
     pthread_mutex_unlock(&dl->lock);
     return ok;
 }
@@ -497,9 +547,30 @@ static void pick_congestion_control(int fd) {
 #endif
 }
 
-ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name) {
+static void unseal(ccoip_datalink_t *dl) {
+    if (!dl->sealed) return;
+    ccoip_aead_free(&dl->tx);
+    ccoip_aead_free(&dl->rx);
+    free(dl->seal_buf);
+    free(dl->drop_buf);
+    dl->sealed = false;
+}
+
+ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_session_t *sess) {
     ccoip_datalink_t *dl = calloc(1, sizeof *dl);
     if (dl == NULL) return NULL;
+    if (sess != NULL && sess->encrypt) {
+        dl->sealed = true;
+        dl->seal_buf = malloc(SEAL_BATCH * (CCOIP_DATALINK_RECORD + CCOIP_AEAD_TAG));
+        dl->drop_buf = malloc(CCOIP_DATALINK_RECORD);
+        bool ok = ccoip_aead_init(&dl->tx, sess->send);
+        ok = ccoip_aead_init(&dl->rx, sess->recv) && ok;
+        if (!ok || dl->seal_buf == NULL || dl->drop_buf == NULL) {
+            unseal(dl);
+            free(dl);
+            return NULL;
+        }
+    }
     widen_sndbuf(fd);
     dl->same_host = same_host(fd);
     if (dl->same_host) pick_congestion_control(fd);
@@ -519,6 +590,7 @@ fail_recv:
     pthread_join(dl->send_thread, NULL);
 fail_send:
     LOG_ERROR("ccoip", "data link %s: cannot start its threads", dl->name);
+    unseal(dl);
     pthread_cond_destroy(&dl->released);
     pthread_mutex_destroy(&dl->lock);
     free(dl);
@@ -535,6 +607,7 @@ void ccoip_datalink_stop(ccoip_datalink_t *dl) {
     pthread_join(dl->recv_thread, NULL);
     /* Requests the threads were working on when the socket went down were completed by them. */
     ccoip_splice_close(&dl->splice);
+    unseal(dl);
     pthread_cond_destroy(&dl->released);
     pthread_mutex_destroy(&dl->lock);
     free(dl);

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ccoip/wire/ccoip_auth.h"
 #include "profiler/pprof.h"
 #include "reduce/reduce.h"
 
@@ -26,8 +27,13 @@
 typedef struct ccoip_datalink ccoip_datalink_t;
 
 /* Starts both threads over fd (a connected, blocking stream socket). `name` appears in log
- * lines (e.g. "tx to 3f2a..."). Returns NULL when memory or threads are short. */
-ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name);
+ * lines (e.g. "tx to 3f2a..."). With sess (not NULL, encrypt set) every frame is sealed: the
+ * header travels in clear and authenticated, the payload as records of CCOIP_DATALINK_RECORD
+ * bytes, each AEAD-sealed with its own 16-byte tag under the direction's key and a counter nonce;
+ * a record that fails to open breaks the link like an I/O error, and sends by reference are off
+ * (the ciphertext is a copy). Returns NULL when memory or threads are short. */
+#define CCOIP_DATALINK_RECORD (64u << 10)
+ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_session_t *sess);
 
 /* Breaks the link (shutdown of the socket), fails what is pending, joins both threads, frees.
  * The caller closes the socket afterwards. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ccoip/peer/ccoip_abort.h"
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
 
@@ -32,6 +33,8 @@ typedef struct ccoip_p2p_links_t {
      * from the previous one (its pool size, told in P2P_BIND); [0] is tx.fd / rx.fd. 0: no link. */
     uint32_t ntx, nrx;
     int tx_fds[CCOIP_P2P_MAX_STREAMS], rx_fds[CCOIP_P2P_MAX_STREAMS];
+    /* Each socket's keys from its handshake; `encrypt` false: plain (PCCL_ENCRYPT off). */
+    ccoip_session_t tx_sess[CCOIP_P2P_MAX_STREAMS], rx_sess[CCOIP_P2P_MAX_STREAMS];
 } ccoip_p2p_links_t;
 
 /* The current links (the sockets stay owned by the communicator; do not close them).

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/net/ccoip_secret.h"
 #include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
@@ -77,8 +78,32 @@ static round_outcome_t await_round(pcclComm_t *comm) {
     }
 }
 
+/* The run secret: pcclSetSecret's, else PCCL_SECRET_FILE's, else none (an open run). */
+static pcclResult_t load_secret(pcclComm_t *comm) {
+    if (!ccoip_auth_init()) {
+        LOG_ERROR(MOD, "libsodium cannot initialise (no randomness source?)");
+        return pcclInternalError;
+    }
+    const char *path = getenv("PCCL_SECRET_FILE");
+    if (!comm->has_secret && path != NULL && path[0] != '\0') {
+        if (!ccoip_secret_load_key(path, &comm->key)) return pcclInvalidArgument;
+        comm->has_secret = true;
+    }
+    if (!comm->has_secret)
+        LOG_INFO(MOD, "no run secret (PCCL_SECRET_FILE): this peer joins an open run (see docs/security.md)");
+    if (!comm->encrypt_set) comm->encrypt = ccoip_env_num("PCCL_ENCRYPT", 0) != 0;
+    if (comm->encrypt && !comm->has_secret) {
+        LOG_ERROR(MOD, "PCCL_ENCRYPT needs a run secret (PCCL_SECRET_FILE or pcclSetSecret): its keys come from it");
+        return pcclInvalidArgument;
+    }
+    if (comm->encrypt) LOG_INFO(MOD, "p2p data links encrypted with %s", ccoip_aead_name());
+    return pcclSuccess;
+}
+
 pcclResult_t ccoip_peer_connect(pcclComm_t *comm) {
-    pcclResult_t res = ccoip_p2p_start(comm);
+    pcclResult_t res = load_secret(comm);
+    if (res != pcclSuccess) return res;
+    res = ccoip_p2p_start(comm);
     if (res == pcclSuccess) res = ccoip_ss_start(comm);
     if (res == pcclSuccess) res = ccoip_bench_start(comm);
     if (res == pcclSuccess) res = ccoip_link_open(comm, comm->p2p.listener.port, ccoip_ss_port(comm), ccoip_bench_port(comm));

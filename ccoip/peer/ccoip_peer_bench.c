@@ -1,10 +1,10 @@
 /* ccoip_peer_bench.c: the benchmark listener and the measuring side (ccoip_peer_bench.h).
  *
- * The listener is one thread that polls its listening socket and up to MAX_CONNS accepted
- * streams, so that several senders can measure into this peer at once (the master schedules at
- * most one per step; more only from a misbehaving peer). The handshake runs on that thread with a
- * short deadline, as the p2p listener's does; a stranger costs at most HANDSHAKE_MS. Streams
- * are read into one scratch buffer and discarded. */
+ * Connections are accepted and handshaken by a ccoip_listener (concurrently, capped per source
+ * address, so an idle stranger delays nobody); each stream that passed is handed to one thread
+ * that polls up to MAX_CONNS of them, so that several senders can measure into this peer at once
+ * (the master schedules at most one per step; more only from a misbehaving peer). Streams are
+ * read into one scratch buffer and discarded. */
 #include "ccoip/peer/ccoip_peer_bench.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
@@ -41,18 +42,23 @@ typedef struct bconn_t {
 } bconn_t;
 
 struct ccoip_peer_bench_t {
-    int listen_fd;
+    ccoip_listener_t acc; /* accepts and handshakes */
     uint16_t port;
     pthread_t thread;
     bool started;
-    int wake[2];
-    pthread_mutex_t lock; /* guards allowed/nallowed */
+    int wake[2];    /* stop */
+    int handoff[2]; /* a stream is waiting in `pending` */
+    pthread_mutex_t lock; /* guards allowed/nallowed and pending */
+    bconn_t pending[MAX_CONNS];
+    int npending;
     ccoip_uuid_t allowed[CCOIP_MAX_PEER_ENTRIES];
     uint32_t nallowed;
     _Atomic uint64_t measured;
     bconn_t conns[MAX_CONNS]; /* listener thread only */
     int nconns;
     uint8_t *sink;
+    const ccoip_auth_key_t *key; /* the communicator's run secret, NULL for none */
+    bool encrypt;                /* the communicator's PCCL_ENCRYPT */
 };
 
 static const uint8_t zeros[CHUNK]; /* what a sender streams */
@@ -79,21 +85,32 @@ void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, ui
     pthread_mutex_unlock(&b->lock);
 }
 
-/* HELLO from an announced sender -> kept as a stream; anything else is refused and closed. */
-static void handle_incoming(ccoip_peer_bench_t *b, int fd, const char *who) {
-    ccoip_uuid_t uuid;
+/* HELLO from an announced sender -> handed to the streams' thread; anything else is refused and
+ * closed. On a thread of the listener's. */
+static void handle_incoming(void *ctx, int fd, const char *who) {
+    ccoip_peer_bench_t *b = ctx;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, b->key, b->encrypt, deadline, &hello, why, sizeof why)) {
         LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    ccoip_uuid_t uuid = hello.uuid;
     bool known = false;
     pthread_mutex_lock(&b->lock);
     for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, uuid.b, 16) == 0;
+    bool full = b->npending == MAX_CONNS;
     pthread_mutex_unlock(&b->lock);
-    uint8_t status = b->nconns == MAX_CONNS ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
-    if (ccoip_conn_answer_hello(fd, status, &uuid) != CCOIP_OK || status != CCOIP_HELLO_OK) {
+    uint8_t status = full ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
+    if (status == CCOIP_HELLO_OK && !ccoip_conn_accept_hello(fd, &hello, b->key, NULL, deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused benchmark connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    if (status != CCOIP_HELLO_OK) {
+        ccoip_conn_answer_hello(fd, status, NULL);
         if (status == CCOIP_HELLO_UNKNOWN_PEER)
             LOG_DEBUG(MOD, "refused benchmark connection from %s: peer not announced by the master", who);
         else if (status == CCOIP_HELLO_BUSY)
@@ -101,11 +118,31 @@ static void handle_incoming(ccoip_peer_bench_t *b, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    bconn_t *c = &b->conns[b->nconns++];
-    memset(c, 0, sizeof *c);
-    c->fd = fd;
-    c->last_ms = ccoip_now_ms();
-    snprintf(c->who, sizeof c->who, "%s", who);
+    pthread_mutex_lock(&b->lock);
+    bconn_t *c = b->npending < MAX_CONNS ? &b->pending[b->npending++] : NULL;
+    if (c != NULL) {
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->last_ms = ccoip_now_ms();
+        snprintf(c->who, sizeof c->who, "%s", who);
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (c == NULL) ccoip_sock_close(fd);
+    else ccoip_wakeup_signal(b->handoff[1]);
+}
+
+/* Streams' thread: takes the streams the listener handed over (over MAX_CONNS: closed). */
+static void take_pending(ccoip_peer_bench_t *b) {
+    char drain[64];
+    ssize_t k = read(b->handoff[0], drain, sizeof drain);
+    (void) k;
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->npending; i++) {
+        if (b->nconns < MAX_CONNS) b->conns[b->nconns++] = b->pending[i];
+        else ccoip_sock_close(b->pending[i].fd);
+    }
+    b->npending = 0;
+    pthread_mutex_unlock(&b->lock);
 }
 
 static void drop_conn(ccoip_peer_bench_t *b, int i) {
@@ -143,7 +180,7 @@ static void *listener_main(void *arg) {
     struct pollfd fds[MAX_CONNS + 2];
     for (;;) {
         fds[0] = (struct pollfd){.fd = b->wake[0], .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = b->handoff[0], .events = POLLIN};
         int nc = b->nconns;
         for (int i = 0; i < nc; i++) fds[2 + i] = (struct pollfd){.fd = b->conns[i].fd, .events = POLLIN};
         int r = poll(fds, (nfds_t) (nc + 2), 1000);
@@ -163,15 +200,7 @@ static void *listener_main(void *arg) {
             }
             if (!alive) drop_conn(b, i);
         }
-        if (r > 0 && fds[1].revents != 0) {
-            ccoip_socket_address_t from;
-            int fd = ccoip_sock_accept(b->listen_fd, &from);
-            if (fd >= 0) {
-                char who[80];
-                ccoip_format_address(&from, who, sizeof who);
-                handle_incoming(b, fd, who);
-            }
-        }
+        if (r > 0 && fds[1].revents != 0) take_pending(b);
     }
     return NULL;
 }
@@ -179,41 +208,41 @@ static void *listener_main(void *arg) {
 pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
     ccoip_peer_bench_t *b = calloc(1, sizeof *b);
     if (b == NULL) return pcclInternalError;
-    b->listen_fd = -1;
+    ccoip_listener_init(&b->acc);
     b->wake[0] = b->wake[1] = -1;
+    b->handoff[0] = b->handoff[1] = -1;
     pthread_mutex_init(&b->lock, NULL);
     comm->bench = b;
+    b->key = ccoip_comm_key(comm);
+    b->encrypt = comm->encrypt;
     b->sink = malloc(SINK);
     if (b->sink == NULL) return pcclInternalError;
-    ccoip_inet_address_t any;
-    memset(&any, 0, sizeof any);
-    any.protocol = comm->params.master_address.inet.protocol;
-    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
-    b->listen_fd = ccoip_sock_listen_bump(&any, (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, &b->port);
-    if (b->listen_fd < 0) {
-        LOG_ERROR(MOD, "cannot open the benchmark listener");
-        return pcclInternalError;
-    }
-    if (!ccoip_wakeup_open(b->wake)) return pcclInternalError;
+    if (!ccoip_wakeup_open(b->wake) || !ccoip_wakeup_open(b->handoff)) return pcclInternalError;
     if (pthread_create(&b->thread, NULL, listener_main, b) != 0) {
-        LOG_ERROR(MOD, "cannot start the benchmark listener thread");
+        LOG_ERROR(MOD, "cannot start the benchmark streams' thread");
         return pcclInternalError;
     }
     b->started = true;
-    LOG_DEBUG(MOD, "benchmark listener on port %u", b->port);
+    int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
+    if (!ccoip_listener_start(&b->acc, comm->params.master_address.inet.protocol,
+                              (uint16_t) (first > 65535 ? FIRST_PORT : first), PORT_TRIES, handle_incoming, b, "benchmark"))
+        return pcclInternalError;
+    b->port = b->acc.port;
     return pcclSuccess;
 }
 
 void ccoip_bench_stop(pcclComm_t *comm) {
     ccoip_peer_bench_t *b = comm->bench;
     if (b == NULL) return;
+    ccoip_listener_stop(&b->acc); /* no more handoffs after this */
     if (b->started) {
         ccoip_wakeup_signal(b->wake[1]);
         pthread_join(b->thread, NULL);
     }
     while (b->nconns > 0) drop_conn(b, b->nconns - 1);
+    for (int i = 0; i < b->npending; i++) ccoip_sock_close(b->pending[i].fd);
     ccoip_wakeup_close(b->wake);
-    ccoip_sock_close(b->listen_fd);
+    ccoip_wakeup_close(b->handoff);
     pthread_mutex_destroy(&b->lock);
     free(b->sink);
     free(b);
@@ -234,7 +263,9 @@ static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        ccoip_session_t sess = ccoip_comm_session(comm); /* agreed on; the probe's zeros go in clear */
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), &sess,
+                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         if (st == CCOIP_ERR_INVALID || (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER)) break;

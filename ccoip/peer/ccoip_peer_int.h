@@ -7,11 +7,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ccoip/peer/ccoip_abort.h"
 #include "ccoip/peer/ccoip_datalink.h"
 #include "ccoip/net/ccoip_listener.h"
 #include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
 #include "profiler/pprof.h"
@@ -26,6 +28,7 @@ typedef struct ccoip_arrival_t {
     ccoip_uuid_t uuid;
     uint64_t round;
     uint8_t stream, streams; /* from P2P_BIND */
+    ccoip_session_t sess;    /* the link's keys when encrypted */
 } ccoip_arrival_t;
 
 typedef struct ccoip_peer_p2p_t {
@@ -103,6 +106,11 @@ struct pcclComm_t {
     bool connect_called;
     atomic_bool accepted;
     ccoip_uuid_t uuid;
+    /* The run secret's key (pcclSetSecret or PCCL_SECRET_FILE): every connection proves it. */
+    bool has_secret;
+    ccoip_auth_key_t key;
+    bool encrypt; /* PCCL_ENCRYPT=1: the p2p data links are encrypted (ccoip_datalink.c) */
+    bool encrypt_set; /* pcclSetEncryption decided it: PCCL_ENCRYPT is not read */
 
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */
@@ -167,6 +175,19 @@ struct pcclComm_t {
     pprof_t prof;
     void *prof_api;
 };
+
+/* The key every connection of comm proves, NULL when the run has no secret. */
+static inline const ccoip_auth_key_t *ccoip_comm_key(const pcclComm_t *comm) {
+    return comm->has_secret ? &comm->key : NULL;
+}
+
+/* A session request for a handshake: encryption as this communicator asks for it. */
+static inline ccoip_session_t ccoip_comm_session(const pcclComm_t *comm) {
+    ccoip_session_t s;
+    memset(&s, 0, sizeof s);
+    s.encrypt = comm->encrypt;
+    return s;
+}
 
 /* ccoip_coll.c */
 void ccoip_colls_init(pcclComm_t *comm); /* also registers comm->router */

@@ -163,8 +163,9 @@ static void link_lost(pcclComm_t *comm, const char *why) {
  * back; CCOIP_ERR_REFUSED when the master refuses for good; anything else: try again. */
 static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
     ccoip_hello_ack_t ack;
-    ccoip_status_t st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, &comm->uuid, ccoip_now_ms() + 10000,
-                                         "the master", &ack);
+    ccoip_session_t sess = ccoip_comm_session(comm); /* the restarted master proves the secret too */
+    ccoip_status_t st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, &comm->uuid, ccoip_comm_key(comm), &sess,
+                                         ccoip_now_ms() + 10000, "the master", &ack);
     if (st != CCOIP_OK) return st;
     if (memcmp(&ack.uuid, &comm->uuid, sizeof ack.uuid) != 0) return CCOIP_ERR_TIMEOUT; /* held by our old connection */
     ccoip_packet_t p;
@@ -335,7 +336,9 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     }
     comm->master_fd = fd;
     ccoip_hello_ack_t ack;
-    st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_now_ms() + 10000, "the master", &ack);
+    ccoip_session_t sess = ccoip_comm_session(comm); /* the master checks that we agree; no keys used */
+    st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_comm_key(comm), &sess, ccoip_now_ms() + 10000,
+                          "the master", &ack);
     if (st != CCOIP_OK) {
         LOG_ERROR(MOD, "handshake with the master at %s failed: %s", name, ccoip_status_str(st));
         return pcclMasterConnectionFailed;

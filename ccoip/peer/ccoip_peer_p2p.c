@@ -27,13 +27,15 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     pcclComm_t *comm = ctx;
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
-    ccoip_uuid_t uuid;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, deadline, &uuid, why, sizeof why)) {
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, ccoip_comm_key(comm), comm->encrypt, deadline, &hello, why,
+                               sizeof why)) {
         LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    ccoip_uuid_t uuid = hello.uuid;
     pthread_mutex_lock(&p2p->lock);
     bool known = false;
     for (int i = 0; i < p2p->nallowed; i++) known |= uuid_eq(&p2p->allowed[i], &uuid);
@@ -44,9 +46,15 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
+    ccoip_session_t sess;
+    memset(&sess, 0, sizeof sess);
+    if (!ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), &sess, deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
     ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid);
-    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+    ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
     if (st != CCOIP_OK || p.type != CCOIP_PKT_P2P_BIND) {
         if (st == CCOIP_OK) ccoip_packet_free(&p);
         LOG_WARN(MOD, "refused p2p connection from %s: no P2P_BIND after the handshake", who);
@@ -59,7 +67,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    ccoip_arrival_t a = {fd, uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams};
+    ccoip_arrival_t a = {fd, uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams, sess};
     pthread_mutex_lock(&p2p->lock);
     if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
         ccoip_sock_close(p2p->arrivals[0].fd);
@@ -103,7 +111,7 @@ static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
 }
 
 static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t stream,
-                      uint32_t streams, int64_t deadline, ccoip_packet_t *early) {
+                      uint32_t streams, int64_t deadline, ccoip_packet_t *early, ccoip_session_t *sess) {
     ccoip_socket_address_t a = {e->addr, e->p2p_port};
     char name[80];
     ccoip_format_address(&a, name, sizeof name);
@@ -118,7 +126,9 @@ static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t ro
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        *sess = ccoip_comm_session(comm);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_comm_key(comm), sess, ccoip_now_ms() + HANDSHAKE_MS,
+                              name, &ack);
         if (st == CCOIP_OK) {
             ccoip_packet_t bind;
             memset(&bind, 0, sizeof bind);
@@ -172,6 +182,7 @@ static bool await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t rou
                 l->nrx = want;
             }
             l->rx_fds[a->stream] = a->fd;
+            l->rx_sess[a->stream] = a->sess;
             memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
             p2p->narrivals--;
         }
@@ -223,8 +234,10 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (tx != NULL) {
         p2p->links.tx.peer = tx->uuid;
         for (uint32_t i = 0; i < pool; i++) {
-            int fd = connect_tx(comm, tx, info->round, i, pool, deadline, early);
+            ccoip_session_t sess;
+            int fd = connect_tx(comm, tx, info->round, i, pool, deadline, early, &sess);
             if (fd < 0) return false;
+            p2p->links.tx_sess[p2p->links.ntx] = sess;
             p2p->links.tx_fds[p2p->links.ntx++] = fd;
         }
         p2p->links.tx.fd = p2p->links.tx_fds[0];

@@ -17,6 +17,7 @@
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
+#include "ccoip/net/ccoip_sealed.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
@@ -36,6 +37,7 @@ typedef struct worker_t {
     int fd;
     char who[80];
     pcclComm_t *comm;
+    ccoip_session_t sess; /* encrypted: the tensors go sealed */
 } worker_t;
 
 struct ccoip_peer_ss_t {
@@ -104,30 +106,7 @@ static void xfer_step(xfer_t *x, uint64_t n) {
 
 /* ---- serving ---- */
 
-static ccoip_status_t writev_all(int fd, struct iovec *iov, int n) {
-    while (n > 0) {
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t) n;
-        ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return errno == EPIPE || errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
-        size_t left = (size_t) k;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return CCOIP_OK;
-}
-
-static ccoip_status_t send_device(int fd, const ccoip_ss_slot_t *s, uint8_t **stage, xfer_t *x) {
+static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_slot_t *s, uint8_t **stage, xfer_t *x) {
     const cuda_table_t *cu = cuda_table();
     if (cu == NULL) return CCOIP_ERR_INVALID;
     if (*stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
@@ -139,7 +118,7 @@ static ccoip_status_t send_device(int fd, const ccoip_ss_slot_t *s, uint8_t **st
             LOG_ERROR(MOD, "shared state: copying tensor \"%s\" from the GPU failed: %s", s->name, cu->status_string(cs));
             return CCOIP_ERR_IO;
         }
-        ccoip_status_t st = ccoip_sock_send_all(fd, *stage, n);
+        ccoip_status_t st = ccoip_sealed_write(out, *stage, n);
         if (st != CCOIP_OK) return st;
         off += n;
         xfer_step(x, n);
@@ -149,7 +128,8 @@ static ccoip_status_t send_device(int fd, const ccoip_ss_slot_t *s, uint8_t **st
 
 /* Sends the tensors in order: host memory in writev batches of up to CHUNK bytes (small tensors
  * share a call), device memory staged. */
-static ccoip_status_t send_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t n, xfer_t *x, _Atomic uint64_t *tx) {
+static ccoip_status_t send_tensors(ccoip_sealed_t *out, const ccoip_ss_slot_t **sl, uint32_t n, xfer_t *x,
+                                   _Atomic uint64_t *tx) {
     enum { MAX_IOV = 64 };
     struct iovec iov[MAX_IOV];
     int niov = 0;
@@ -159,7 +139,7 @@ static ccoip_status_t send_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t 
     for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
         const ccoip_ss_slot_t *s = sl[i];
         if (s->device) {
-            if (niov > 0) st = writev_all(fd, iov, niov);
+            if (niov > 0) st = ccoip_sealed_writev(out, iov, niov);
             if (st == CCOIP_OK && niov > 0) {
                 atomic_fetch_add(tx, batch);
                 xfer_step(x, batch);
@@ -167,7 +147,7 @@ static ccoip_status_t send_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t 
             niov = 0;
             batch = 0;
             uint64_t before = x->done;
-            if (st == CCOIP_OK) st = send_device(fd, s, &stage, x);
+            if (st == CCOIP_OK) st = send_device(out, s, &stage, x);
             atomic_fetch_add(tx, x->done - before);
             continue;
         }
@@ -178,7 +158,7 @@ static ccoip_status_t send_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t 
             batch += take;
             off += take;
             if (batch == cap || niov == MAX_IOV) {
-                st = writev_all(fd, iov, niov);
+                st = ccoip_sealed_writev(out, iov, niov);
                 if (st == CCOIP_OK) {
                     atomic_fetch_add(tx, batch);
                     xfer_step(x, batch);
@@ -189,12 +169,13 @@ static ccoip_status_t send_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t 
         }
     }
     if (st == CCOIP_OK && niov > 0) {
-        st = writev_all(fd, iov, niov);
+        st = ccoip_sealed_writev(out, iov, niov);
         if (st == CCOIP_OK) {
             atomic_fetch_add(tx, batch);
             xfer_step(x, batch);
         }
     }
+    if (st == CCOIP_OK) st = ccoip_sealed_flush(out);
     free(stage);
     return st;
 }
@@ -252,7 +233,10 @@ static void *worker_main(void *arg) {
         send_header(w->fd, status, items, n);
         xfer_t x;
         xfer_init(&x, "sent", w->who, total, ss->rate);
-        st = send_tensors(w->fd, sl, n, &x, &ss->tx);
+        ccoip_sealed_t out;
+        st = ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL) ? CCOIP_OK : CCOIP_ERR_NOMEM;
+        if (st == CCOIP_OK) st = send_tensors(&out, sl, n, &x, &ss->tx);
+        ccoip_sealed_free(&out);
         if (st != CCOIP_OK)
             LOG_WARN(MOD, "shared state: sending to %s failed after %llu of %llu bytes: %s", w->who,
                      (unsigned long long) x.done, (unsigned long long) total, ccoip_status_str(st));
@@ -267,28 +251,49 @@ static void *worker_main(void *arg) {
 static void handle_incoming(void *ctx, int fd, const char *who) {
     pcclComm_t *comm = ctx;
     ccoip_peer_ss_t *ss = comm->ss;
-    ccoip_uuid_t uuid;
+    ccoip_hello_t hello;
     char why[96];
-    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_now_ms() + HANDSHAKE_MS, &uuid, why, sizeof why)) {
+    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
+    if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_SHARED_STATE, ccoip_comm_key(comm), comm->encrypt, deadline, &hello, why,
+                               sizeof why)) {
         LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
+    const ccoip_uuid_t uuid = hello.uuid;
     const char *refusal = NULL;
     uint8_t status = CCOIP_HELLO_OK;
     worker_t *w = NULL;
     pthread_mutex_lock(&ss->lock);
     bool known = false;
     for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
+    bool full = ss->nworkers == MAX_WORKERS;
+    pthread_mutex_unlock(&ss->lock);
+    /* The proof outside the lock: it waits for the caller's AUTH. */
+    if (known && full) {
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_BUSY, NULL);
+        LOG_WARN(MOD, "refused shared-state connection from %s: too many requests", who);
+        ccoip_sock_close(fd);
+        return;
+    }
+    ccoip_session_t sess;
+    memset(&sess, 0, sizeof sess);
+    if (known && !ccoip_conn_accept_hello(fd, &hello, ccoip_comm_key(comm), &sess, deadline, why, sizeof why)) {
+        LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, why);
+        ccoip_sock_close(fd);
+        return;
+    }
+    pthread_mutex_lock(&ss->lock);
     if (!known) refusal = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
+    else if (!ss->serving) refusal = "serving ended", status = CCOIP_HELLO_BUSY;
     else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
     if (w != NULL) {
         w->fd = fd;
         w->comm = comm;
+        w->sess = sess;
         snprintf(w->who, sizeof w->who, "%s", who);
-        if (ccoip_conn_answer_hello(fd, CCOIP_HELLO_OK, &uuid) != CCOIP_OK ||
-            pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            refusal = "handshake failed";
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            refusal = "cannot start a serving thread";
             free(w);
             w = NULL;
         } else {
@@ -297,7 +302,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     }
     pthread_mutex_unlock(&ss->lock);
     if (w != NULL) return;
-    if (status != CCOIP_HELLO_OK) ccoip_conn_answer_hello(fd, status, NULL);
+    if (status == CCOIP_HELLO_UNKNOWN_PEER) ccoip_conn_answer_hello(fd, status, NULL); /* after OK: just close */
     if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, refusal);
     else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, refusal);
     ccoip_sock_close(fd);
@@ -372,7 +377,7 @@ uint64_t ccoip_ss_serve_end(pcclComm_t *comm) {
 
 /* ---- fetching ---- */
 
-static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, const char *name) {
+static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, const char *name, ccoip_session_t *sess) {
     ccoip_socket_address_t a = {f->addr, f->ss_port};
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
@@ -385,7 +390,9 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, cons
         }
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        *sess = ccoip_comm_session(comm); /* encrypted: the tensors come sealed (ccoip_sealed.h) */
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_comm_key(comm), sess,
+                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final. */
@@ -396,13 +403,14 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, cons
     return -1;
 }
 
-static ccoip_status_t recv_device(int fd, const ccoip_ss_slot_t *s, uint8_t **stage, int64_t stall_ms, xfer_t *x) {
+static ccoip_status_t recv_device(ccoip_sealed_t *in, const ccoip_ss_slot_t *s, uint8_t **stage, int64_t stall_ms,
+                                  xfer_t *x) {
     const cuda_table_t *cu = cuda_table();
     if (cu == NULL) return CCOIP_ERR_INVALID;
     if (*stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
     for (uint64_t off = 0; off < s->bytes;) {
         size_t n = s->bytes - off < CHUNK ? (size_t) (s->bytes - off) : CHUNK;
-        ccoip_status_t st = ccoip_sock_recv_all(fd, *stage, n, ccoip_now_ms() + stall_ms);
+        ccoip_status_t st = ccoip_sealed_read(in, *stage, n, ccoip_now_ms() + stall_ms);
         if (st != CCOIP_OK) return st;
         cuda_status_t cs = cu->memcpy_h2d((uint8_t *) s->data + off, *stage, n, NULL);
         if (cs != CUDA_OK) {
@@ -416,21 +424,21 @@ static ccoip_status_t recv_device(int fd, const ccoip_ss_slot_t *s, uint8_t **st
 }
 
 /* Reads the header's tensors straight into their slots (host) or through staging (device). */
-static ccoip_status_t recv_tensors(int fd, const ccoip_ss_slot_t **sl, uint32_t n, int64_t stall_ms, xfer_t *x,
-                                   const pcclComm_t *comm, const ccoip_uuid_t *from) {
+static ccoip_status_t recv_tensors(ccoip_sealed_t *in, const ccoip_ss_slot_t **sl, uint32_t n, int64_t stall_ms,
+                                   xfer_t *x, const pcclComm_t *comm, const ccoip_uuid_t *from) {
     uint8_t *stage = NULL;
     ccoip_status_t st = CCOIP_OK;
     for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
         const ccoip_ss_slot_t *s = sl[i];
         void *ev = ccoip_prof_tensor(&comm->prof, comm->prof_api, s->name, s->bytes, from->b);
         if (s->device) {
-            st = recv_device(fd, s, &stage, stall_ms, x);
+            st = recv_device(in, s, &stage, stall_ms, x);
             ccoip_prof_tensor_end(&comm->prof, ev, st == CCOIP_OK);
             continue;
         }
         for (uint64_t off = 0; off < s->bytes && st == CCOIP_OK;) {
             size_t k = s->bytes - off < CHUNK ? (size_t) (s->bytes - off) : CHUNK;
-            st = ccoip_sock_recv_all(fd, (uint8_t *) s->data + off, k, ccoip_now_ms() + stall_ms);
+            st = ccoip_sealed_read(in, (uint8_t *) s->data + off, k, ccoip_now_ms() + stall_ms);
             if (st != CCOIP_OK) break;
             off += k;
             xfer_step(x, k);
@@ -463,7 +471,9 @@ pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fet
         total += sl[i]->bytes;
     }
     if (sl == NULL || names == NULL) res = pcclInternalError;
-    int fd = res == pcclSuccess ? connect_distributor(comm, fetch[0], name) : -1;
+    ccoip_session_t sess;
+    memset(&sess, 0, sizeof sess);
+    int fd = res == pcclSuccess ? connect_distributor(comm, fetch[0], name, &sess) : -1;
     if (res == pcclSuccess && fd < 0) res = pcclRankConnectionLost;
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
@@ -503,7 +513,10 @@ pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fet
     if (res == pcclSuccess) {
         xfer_t x;
         xfer_init(&x, "received", name, total, 0);
-        ccoip_status_t st = recv_tensors(fd, sl, n, ss->stall_ms, &x, comm, &fetch[0]->uuid);
+        ccoip_sealed_t in;
+        ccoip_status_t st = ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL) ? CCOIP_OK : CCOIP_ERR_NOMEM;
+        if (st == CCOIP_OK) st = recv_tensors(&in, sl, n, ss->stall_ms, &x, comm, &fetch[0]->uuid);
+        ccoip_sealed_free(&in);
         *rx += x.done;
         if (st != CCOIP_OK) {
             LOG_ERROR(MOD, "shared state: receiving from distributor %s failed after %llu of %llu bytes: %s", name,

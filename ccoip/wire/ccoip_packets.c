@@ -20,7 +20,10 @@ typedef enum field_kind_t {
     F_ADDR,   /* u8 family (4|6) then 4 or 16 bytes */
     F_STRUCT, /* nested layout */
     F_LIST,   /* u32 count then elements; struct holds uint32_t count at count_offset, pointer at offset */
-    F_NAME    /* u16 length (lo..hi) then bytes without NUL; struct holds a malloc'd C string */
+    F_NAME,   /* u16 length (lo..hi) then bytes without NUL; struct holds a malloc'd C string */
+    F_BYTES,  /* hi raw bytes (nonces, MACs) */
+    F_GATE    /* no bytes: the fields after it exist only when the u16 at `offset` is >= lo (a
+                 protocol version), so an older HELLO still decodes and is refused by version */
 } field_kind_t;
 
 typedef struct layout_t layout_t;
@@ -54,6 +57,8 @@ struct layout_t {
 #define STRUCT(st, f, lay) {F_STRUCT, offsetof(st, f), 0, 0, &lay, 0}
 #define LIST(st, ptr, cnt, max, lay) {F_LIST, offsetof(st, ptr), 0, max, &lay, offsetof(st, cnt)}
 #define NAME(st, f, l, h) {F_NAME, offsetof(st, f), l, h, NULL, 0}
+#define BYTES(st, f) {F_BYTES, offsetof(st, f), 0, sizeof(((st *) 0)->f), NULL, 0}
+#define GATE(st, f, min) {F_GATE, offsetof(st, f), min, 0, NULL, 0}
 
 static const field_t world_fields[] = {
     U32(ccoip_world_t, global_world_size), U32(ccoip_world_t, group_world_size),
@@ -70,10 +75,18 @@ static const field_t entry_fields[] = {
 static const layout_t entry_layout = {0, "peer entry", sizeof(ccoip_peer_entry_t), entry_fields,
                                       N(entry_fields), 0};
 
-static const field_t hello_fields[] = {U32(ccoip_hello_t, magic), U16(ccoip_hello_t, version),
-                                       U8R(ccoip_hello_t, role, 1, 4), UUID(ccoip_hello_t, uuid)};
-static const field_t hello_ack_fields[] = {U32(ccoip_hello_ack_t, magic), U16(ccoip_hello_ack_t, version),
-                                           U8R(ccoip_hello_ack_t, status, 0, 5), UUID(ccoip_hello_ack_t, uuid)};
+/* Version 2 added the secret's challenge (flags, nonce; the ack's MAC) behind a gate: a version 1
+ * HELLO decodes without it and is refused for its version, with a clear error on both sides. */
+static const field_t hello_fields[] = {
+    U32(ccoip_hello_t, magic), U16(ccoip_hello_t, version), U8R(ccoip_hello_t, role, 1, 4),
+    UUID(ccoip_hello_t, uuid), GATE(ccoip_hello_t, version, 2),
+    U8R(ccoip_hello_t, flags, 0, CCOIP_HELLO_F_ALL), BYTES(ccoip_hello_t, nonce)};
+static const field_t hello_ack_fields[] = {
+    U32(ccoip_hello_ack_t, magic), U16(ccoip_hello_ack_t, version), U8R(ccoip_hello_ack_t, status, 0, 7),
+    UUID(ccoip_hello_ack_t, uuid), GATE(ccoip_hello_ack_t, version, 2),
+    U8R(ccoip_hello_ack_t, flags, 0, CCOIP_HELLO_F_ALL), BYTES(ccoip_hello_ack_t, nonce), BYTES(ccoip_hello_ack_t, mac)};
+static const field_t auth_fields[] = {U8R(ccoip_auth_t, ok, 0, 1), BYTES(ccoip_auth_t, mac)};
+static const field_t auth_result_fields[] = {U8R(ccoip_auth_result_t, status, 0, 7)};
 static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_join_t, p2p_port),
                                       U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port)};
 static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
@@ -169,6 +182,8 @@ static const field_t bench_done_fields[] = {U64(ccoip_bench_done_t, bytes), U64(
 static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_HELLO, "HELLO", hello_fields, 1),
     PACKET(CCOIP_PKT_HELLO_ACK, "HELLO_ACK", hello_ack_fields, 1),
+    PACKET(CCOIP_PKT_AUTH, "AUTH", auth_fields, 0),
+    PACKET(CCOIP_PKT_AUTH_RESULT, "AUTH_RESULT", auth_result_fields, 0),
     PACKET(CCOIP_PKT_C2M_JOIN, "C2M_JOIN", join_fields, 0),
     PACKET(CCOIP_PKT_C2M_REJOIN, "C2M_REJOIN", rejoin_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_ACCEPT, "C2M_VOTE_ACCEPT"),
@@ -227,6 +242,8 @@ static size_t min_wire_size(const layout_t *l) {
         case F_ADDR: n += 5; break;
         case F_NAME: n += 2 + l->fields[i].lo; break;
         case F_STRUCT: n += min_wire_size(l->fields[i].sub); break;
+        case F_BYTES: n += l->fields[i].hi; break;
+        case F_GATE: return n; /* what follows may be absent */
         }
     }
     return n;
@@ -245,6 +262,8 @@ static size_t max_wire_size(const layout_t *l) {
         case F_U64: n += 8; break;
         case F_UUID: n += 16; break;
         case F_ADDR: n += 17; break;
+        case F_BYTES: n += l->fields[i].hi; break;
+        case F_GATE: break; /* the most: the gated fields are there */
         case F_STRUCT: {
             size_t sub = max_wire_size(l->fields[i].sub);
             if (sub == 0 && l->fields[i].sub->nfields > 0) return 0;
@@ -272,11 +291,23 @@ static char empty_name[1];
 
 static void free_fields(const layout_t *l, uint8_t *base);
 
+static bool gate_closed(const field_t *f, const uint8_t *base) {
+    uint16_t v;
+    memcpy(&v, base + f->offset, sizeof v);
+    return v < f->lo;
+}
+
 static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_t *base) {
     for (size_t i = 0; i < l->nfields; i++) {
         const field_t *f = &l->fields[i];
         uint8_t *at = base + f->offset;
         switch (f->kind) {
+        case F_GATE:
+            if (gate_closed(f, base)) return CCOIP_OK;
+            break;
+        case F_BYTES:
+            if (!ccoip_read_bytes(r, at, f->hi)) return CCOIP_ERR_TRUNCATED;
+            break;
         case F_U8: {
             uint8_t v;
             if (!ccoip_read_u8(r, &v)) return CCOIP_ERR_TRUNCATED;
@@ -414,6 +445,10 @@ static bool encode_fields(const layout_t *l, ccoip_writer_t *w, const uint8_t *b
         const field_t *f = &l->fields[i];
         const uint8_t *at = base + f->offset;
         switch (f->kind) {
+        case F_GATE:
+            if (gate_closed(f, base)) return !w->failed;
+            break;
+        case F_BYTES: ccoip_write_bytes(w, at, f->hi); break;
         case F_U8:
         case F_FLAGS8: ccoip_write_u8(w, *at); break;
         case F_U16: {

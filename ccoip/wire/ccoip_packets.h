@@ -16,7 +16,8 @@
 #include "ccoip_inet.h"
 
 #define CCOIP_MAGIC 0x43434F50u /* "CCOP" */
-#define CCOIP_PROTOCOL_VERSION 1u
+/* 2: every connection proves the run's secret (HELLO's nonce, HELLO_ACK's MAC, AUTH) */
+#define CCOIP_PROTOCOL_VERSION 2u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -26,6 +27,8 @@
 typedef enum ccoip_packet_type_t {
     CCOIP_PKT_HELLO = 0x0001,
     CCOIP_PKT_HELLO_ACK = 0x0002,
+    CCOIP_PKT_AUTH = 0x0003,        /* connector -> acceptor: its MAC over the handshake (with a secret) */
+    CCOIP_PKT_AUTH_RESULT = 0x0004, /* acceptor -> connector: the verdict on that MAC */
 
     CCOIP_PKT_C2M_JOIN = 0x0101,
     CCOIP_PKT_C2M_VOTE_ACCEPT = 0x0102,  /* pcclUpdateTopology */
@@ -74,8 +77,17 @@ typedef enum ccoip_hello_status_t {
     CCOIP_HELLO_BAD_VERSION = 2,
     CCOIP_HELLO_BAD_ROLE = 3,
     CCOIP_HELLO_UNKNOWN_PEER = 4, /* p2p: the master has not announced this UUID to us */
-    CCOIP_HELLO_BUSY = 5          /* shutting down, or over a limit */
+    CCOIP_HELLO_BUSY = 5,         /* shutting down, or over a limit */
+    CCOIP_HELLO_SECRET = 6,       /* the run's secret was refused: one side has none, or they differ */
+    CCOIP_HELLO_ENCRYPTION = 7    /* one side encrypts (PCCL_ENCRYPT), the other not */
 } ccoip_hello_status_t;
+
+/* HELLO / HELLO_ACK flags (version 2). */
+#define CCOIP_HELLO_F_SECRET 1u  /* this side holds a run secret and will prove it */
+#define CCOIP_HELLO_F_ENCRYPT 2u /* this side encrypts (needs the secret): both sides must agree */
+#define CCOIP_HELLO_F_ALL 3u
+#define CCOIP_NONCE_LEN 32
+#define CCOIP_MAC_LEN 32
 
 typedef enum ccoip_join_status_t {
     CCOIP_JOIN_OK = 0,
@@ -104,6 +116,9 @@ typedef struct ccoip_hello_t {
     uint16_t version;
     uint8_t role;       /* ccoip_role_t */
     ccoip_uuid_t uuid;  /* zero towards the master: the master assigns one */
+    /* version >= 2 */
+    uint8_t flags;                  /* CCOIP_HELLO_F_* */
+    uint8_t nonce[CCOIP_NONCE_LEN]; /* fresh per connection */
 } ccoip_hello_t;
 
 typedef struct ccoip_hello_ack_t {
@@ -111,7 +126,20 @@ typedef struct ccoip_hello_ack_t {
     uint16_t version;
     uint8_t status;    /* ccoip_hello_status_t */
     ccoip_uuid_t uuid; /* the UUID the master assigned; echo on p2p */
+    /* version >= 2 */
+    uint8_t flags;
+    uint8_t nonce[CCOIP_NONCE_LEN]; /* fresh per connection */
+    uint8_t mac[CCOIP_MAC_LEN];     /* with a secret: the acceptor's proof (ccoip_auth.h) */
 } ccoip_hello_ack_t;
+
+typedef struct ccoip_auth_t {
+    uint8_t ok;                 /* 1: the acceptor's proof verified; 0: it did not (mac is zero) */
+    uint8_t mac[CCOIP_MAC_LEN]; /* the connector's proof */
+} ccoip_auth_t;
+
+typedef struct ccoip_auth_result_t {
+    uint8_t status; /* CCOIP_HELLO_OK or CCOIP_HELLO_SECRET */
+} ccoip_auth_result_t;
 
 typedef struct ccoip_join_t {
     uint32_t peer_group;
@@ -364,6 +392,8 @@ typedef struct ccoip_packet_t {
     union {
         ccoip_hello_t hello;
         ccoip_hello_ack_t hello_ack;
+        ccoip_auth_t auth;
+        ccoip_auth_result_t auth_result;
         ccoip_join_t join;
         ccoip_rejoin_t rejoin;
         ccoip_join_response_t join_response;
@@ -403,7 +433,7 @@ ccoip_status_t ccoip_packet_encode(const ccoip_packet_t *p, ccoip_writer_t *w);
 
 /* Every packet without a list or a name has a small fixed bound on its frame (header included):
  * all of them fit in CCOIP_FIXED_FRAME_MAX bytes, so they can be encoded on the stack. */
-#define CCOIP_FIXED_FRAME_MAX 64u
+#define CCOIP_FIXED_FRAME_MAX 128u /* the largest: a version 2 HELLO_ACK, 94 bytes */
 
 /* The largest frame a packet of `type` can take when that is fixed (no list, no name), else 0
  * (also for an unknown type). */

@@ -436,10 +436,22 @@ class _Use:
         return False
 
 
-class Communicator:
-    """A peer's communicator. `address` is the master's "ip:port"."""
+def _secret_bytes(secret, where):
+    """The run secret as bytes (str is UTF-8), 16 to 4096 of them (docs/security.md)."""
+    if isinstance(secret, str):
+        secret = secret.encode("utf-8")
+    if not isinstance(secret, (bytes, bytearray)) or not 16 <= len(secret) <= 4096:
+        raise PCCLArgumentError(where, "secret must be str or bytes of 16 to 4096 bytes")
+    return bytes(secret)
 
-    def __init__(self, address, peer_group=0, p2p_connection_pool_size=0):
+
+class Communicator:
+    """A peer's communicator. `address` is the master's "ip:port". `secret` (extension, libpccl
+    only): the run secret every connection proves (pcclSetSecret); without it, PCCL_SECRET_FILE
+    is read at connect(), and without that the run is open. `encrypt` (extension): True/False
+    encrypts the data links or not whatever PCCL_ENCRYPT says (needs the secret)."""
+
+    def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, secret=None, encrypt=None):
         where = "Communicator"
         self._ptr = None
         self._busy = 0
@@ -452,11 +464,25 @@ class Communicator:
                                                       _U32_MAX)
         self.address = address
         self.peer_group = peer_group
+        self._secret = None if secret is None else _secret_bytes(secret, where)
+        if encrypt is not None and not isinstance(encrypt, bool):
+            raise PCCLArgumentError(where, f"encrypt must be a bool or None, not {encrypt!r}")
+        self._encrypt = encrypt
         self._ptr = self._create()
 
     def _create(self):
         p = ctypes.c_void_p()
         _check("pcclCreateCommunicator", ctypes.byref(self._params), ctypes.byref(p))
+        if self._secret is not None:  # every fresh communicator of connect()'s retries too
+            r = _fn("pcclSetSecret")(p, self._secret, len(self._secret))
+            if r != Result.SUCCESS:
+                _fn("pcclDestroyCommunicator")(p)
+                raise PCCLError(r, "pcclSetSecret")
+        if self._encrypt is not None:
+            r = _fn("pcclSetEncryption")(p, self._encrypt)
+            if r != Result.SUCCESS:
+                _fn("pcclDestroyCommunicator")(p)
+                raise PCCLError(r, "pcclSetEncryption")
         return p
 
     def _use(self, where, allow_closed=False):
@@ -644,8 +670,9 @@ class MasterNode:
     """A master inside this process (the pccl-master binary runs the same code). run() returns at
     once; the master serves on its own thread until interrupt()."""
 
-    def __init__(self, listen_address):
+    def __init__(self, listen_address, secret=None, encrypt=False):
         where = "MasterNode"
+        key = None if secret is None else _secret_bytes(secret, where)
         self._ptr = None
         self._busy = 0
         self._state_lock = threading.Lock()
@@ -655,6 +682,10 @@ class MasterNode:
         p = ctypes.c_void_p()
         _check("pcclCreateMaster", self._address, ctypes.byref(p))
         self._ptr = p
+        if key is not None:
+            _check("pcclSetMasterSecret", p, key, len(key))
+        if encrypt:
+            _check("pcclSetMasterEncryption", p, True)
 
     def _use(self, where):
         return _Use(self, where, False)

@@ -114,6 +114,10 @@ PROTOTYPES = {
     "pcclDestroyMaster": (_R, [_vp]),
     # Extensions (PCCL_HAS_*): ours, not PCCL's.
     "pcclSetCollectiveTimeout": (_R, [_vp, ctypes.c_uint32]),
+    "pcclSetSecret": (_R, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    "pcclSetMasterSecret": (_R, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    "pcclSetEncryption": (_R, [_vp, ctypes.c_bool]),
+    "pcclSetMasterEncryption": (_R, [_vp, ctypes.c_bool]),
 }
 
 

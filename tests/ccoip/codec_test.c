@@ -78,14 +78,37 @@ static void test_round_trips(void) {
     ccoip_packet_t p, b;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_HELLO;
-    p.u.hello = (ccoip_hello_t){CCOIP_MAGIC, CCOIP_PROTOCOL_VERSION, CCOIP_ROLE_P2P, uuid_of(7)};
+    p.u.hello = (ccoip_hello_t){CCOIP_MAGIC, CCOIP_PROTOCOL_VERSION, CCOIP_ROLE_P2P, uuid_of(7), 1, {9}};
     round_trip(&p, &b);
     CHECK(b.u.hello.magic == CCOIP_MAGIC && b.u.hello.role == CCOIP_ROLE_P2P && b.u.hello.uuid.b[15] == 22);
+    CHECK(b.u.hello.flags == 1 && b.u.hello.nonce[0] == 9 && b.u.hello.nonce[31] == 0);
 
     p.type = CCOIP_PKT_HELLO_ACK;
-    p.u.hello_ack = (ccoip_hello_ack_t){CCOIP_MAGIC, 9, CCOIP_HELLO_BAD_VERSION, uuid_of(1)};
+    p.u.hello_ack = (ccoip_hello_ack_t){CCOIP_MAGIC, 9, CCOIP_HELLO_BAD_VERSION, uuid_of(1), 0, {0}, {0}};
     round_trip(&p, &b);
     CHECK(b.u.hello_ack.version == 9 && b.u.hello_ack.status == CCOIP_HELLO_BAD_VERSION);
+    /* An old version's ack has no tail; a version 2 ack carries flags, nonce and MAC. */
+    p.u.hello_ack.version = 1;
+    p.u.hello_ack.flags = 1;
+    round_trip(&p, &b);
+    CHECK(b.u.hello_ack.version == 1 && b.u.hello_ack.flags == 0);
+    p.u.hello_ack.version = CCOIP_PROTOCOL_VERSION;
+    p.u.hello_ack.status = CCOIP_HELLO_SECRET;
+    memset(p.u.hello_ack.nonce, 0x5a, sizeof p.u.hello_ack.nonce);
+    memset(p.u.hello_ack.mac, 0xa5, sizeof p.u.hello_ack.mac);
+    round_trip(&p, &b);
+    CHECK(b.u.hello_ack.flags == 1 && b.u.hello_ack.status == CCOIP_HELLO_SECRET &&
+          memcmp(b.u.hello_ack.nonce, p.u.hello_ack.nonce, 32) == 0 && memcmp(b.u.hello_ack.mac, p.u.hello_ack.mac, 32) == 0);
+
+    p.type = CCOIP_PKT_AUTH;
+    p.u.auth.ok = 1;
+    memset(p.u.auth.mac, 0x3c, sizeof p.u.auth.mac);
+    round_trip(&p, &b);
+    CHECK(b.u.auth.ok == 1 && memcmp(b.u.auth.mac, p.u.auth.mac, 32) == 0);
+    p.type = CCOIP_PKT_AUTH_RESULT;
+    p.u.auth_result.status = CCOIP_HELLO_SECRET;
+    round_trip(&p, &b);
+    CHECK(b.u.auth_result.status == CCOIP_HELLO_SECRET);
 
     p.type = CCOIP_PKT_C2M_JOIN;
     p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0};
@@ -199,8 +222,28 @@ static void test_malformed(void) {
     hello[6] = 5;
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
     /* HELLO_ACK status over range. */
-    uint8_t ack[23] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 6};
+    uint8_t ack[23] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 8};
     CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, ack, 23) == CCOIP_ERR_INVALID);
+    /* Version 2 carries flags and a nonce after the gate (the ack adds a MAC): required from
+     * version 2 on, absent before, so a version 1 HELLO still decodes (and is refused by version). */
+    uint8_t h2[57] = {0x43, 0x43, 0x4f, 0x50, 0, 2, 2};
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 23) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 55) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 56) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 57) == CCOIP_OK);
+    h2[23] = 4; /* an unknown flag */
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 56) == CCOIP_ERR_INVALID);
+    uint8_t a2[88] = {0x43, 0x43, 0x4f, 0x50, 0, 2, 6};
+    CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, a2, 87) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, a2, 88) == CCOIP_OK);
+    uint8_t au[34] = {1};
+    CHECK(decode_bytes(CCOIP_PKT_AUTH, au, 33) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_AUTH, au, 32) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_AUTH, au, 34) == CCOIP_ERR_INVALID);
+    au[0] = 2;
+    CHECK(decode_bytes(CCOIP_PKT_AUTH, au, 33) == CCOIP_ERR_INVALID);
+    uint8_t ar[1] = {8};
+    CHECK(decode_bytes(CCOIP_PKT_AUTH_RESULT, ar, 1) == CCOIP_ERR_INVALID);
     /* Bools and enums. */
     uint8_t est[9] = {0, 0, 0, 0, 0, 0, 0, 1, 2};
     CHECK(decode_bytes(CCOIP_PKT_C2M_P2P_ESTABLISHED, est, 9) == CCOIP_ERR_INVALID);

@@ -76,8 +76,8 @@ static void ring_open(ring_t *g, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) tcp_pair(&g->peers[i].tx_fd, &g->peers[(i + 1) % n].rx_fd);
     for (uint32_t i = 0; i < n; i++) {
         peer_t *p = &g->peers[i];
-        p->tx = ccoip_datalink_start(p->tx_fd, "tx");
-        p->rx = ccoip_datalink_start(p->rx_fd, "rx");
+        p->tx = ccoip_datalink_start(p->tx_fd, "tx", NULL);
+        p->rx = ccoip_datalink_start(p->rx_fd, "rx", NULL);
         REQUIRE(p->tx && p->rx);
         p->params = (reduce_ring_params_t){.rank = i, .world_size = n, .next = ccoip_datalink_link(p->tx),
                                            .prev = ccoip_datalink_link(p->rx), .tag = 1, .cache = g->cache,
@@ -264,7 +264,7 @@ typedef struct raw {
 static void raw_open(raw_t *t) {
     memset(t, 0, sizeof *t);
     tcp_pair(&t->raw_fd, &t->link_fd);
-    t->dl = ccoip_datalink_start(t->link_fd, "raw");
+    t->dl = ccoip_datalink_start(t->link_fd, "raw", NULL);
     REQUIRE(t->dl);
 }
 

@@ -22,7 +22,7 @@ failed=0
 for t in $targets; do
     name=$(basename "$t" .c)
     "$CLANG" -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        $inc -o "$work/$name" "$t" $codec
+        $inc -o "$work/$name" "$t" $codec -lsodium -lcrypto
     mkdir -p "$work/$name.corpus"
     echo "fuzz: running $name for ${secs}s" >&2
     if ! (cd "$work" && "./$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \

@@ -1,0 +1,87 @@
+/* ccoip_auth.h: the run secret's challenge-response, pure (no I/O): the fuzz target drives it.
+ *
+ * Every connection proves the secret both ways over fresh nonces from both sides:
+ *   connector -> HELLO{flags, nonce_c}; acceptor -> HELLO_ACK{flags, nonce_a, mac_a};
+ *   connector -> AUTH{ok, mac_c};       acceptor -> AUTH_RESULT{status}
+ * with mac_x = HMAC-SHA256(K, side x || transcript), K = HMAC-SHA256(secret, label) and the
+ * transcript every field of HELLO and HELLO_ACK but the MAC. Both nonces enter both MACs, so a
+ * recorded handshake proves nothing on a new connection; the sides' labels differ, so one side's
+ * proof cannot be reflected as the other's. The secret never crosses the wire. libsodium does the
+ * hashing and the constant-time comparison. */
+#ifndef CCOIP_AUTH_H
+#define CCOIP_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/wire/ccoip_packets.h"
+
+#define CCOIP_SECRET_MIN 16   /* bytes: shorter secrets are refused (guessable) */
+#define CCOIP_SECRET_MAX 4096
+
+typedef struct ccoip_auth_key_t {
+    uint8_t k[32];
+} ccoip_auth_key_t;
+
+typedef enum ccoip_auth_side_t { CCOIP_AUTH_ACCEPTOR = 'A', CCOIP_AUTH_CONNECTOR = 'C' } ccoip_auth_side_t;
+
+/* libsodium's one-time set-up; false when it cannot run (no randomness source). Idempotent. */
+bool ccoip_auth_init(void);
+
+/* The key both MACs use, from the secret's bytes (CCOIP_SECRET_MIN..MAX; the caller checks). */
+void ccoip_auth_derive(const void *secret, size_t len, ccoip_auth_key_t *out);
+
+/* A fresh random nonce. */
+void ccoip_auth_nonce(uint8_t out[CCOIP_NONCE_LEN]);
+
+/* side's MAC over the handshake h -> a (a->mac is not part of it). */
+void ccoip_auth_mac(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                    const ccoip_hello_ack_t *a, uint8_t out[CCOIP_MAC_LEN]);
+
+/* Whether mac is side's MAC over h -> a; compared in constant time. */
+bool ccoip_auth_verify(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                       const ccoip_hello_ack_t *a, const uint8_t mac[CCOIP_MAC_LEN]);
+
+/* Constant-time equality of two MACs. */
+bool ccoip_auth_mac_eq(const uint8_t a[CCOIP_MAC_LEN], const uint8_t b[CCOIP_MAC_LEN]);
+
+/* Encryption (PCCL_ENCRYPT): a connection's two directional keys, from the run key and the whole
+ * handshake (both nonces: fresh per connection). `send` / `recv` as seen from one side. */
+typedef struct ccoip_session_t {
+    bool encrypt;
+    uint8_t send[32], recv[32];
+} ccoip_session_t;
+void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
+                        const ccoip_hello_ack_t *a, ccoip_session_t *out);
+
+/* AEAD of one direction (OpenSSL's EVP): AES-256-GCM where the CPU has AES-NI and carry-less
+ * multiply, else ChaCha20-Poly1305 (RFC 8439); the nonce is a 64-bit counter, so it never repeats
+ * under one key (one key per direction per connection). One instance either seals or opens. Open
+ * decrypts in place (c may equal m) and fails on any change. */
+#define CCOIP_AEAD_TAG 16
+typedef struct ccoip_aead_t {
+    void *ctx;    /* EVP_CIPHER_CTX */
+    int mode;     /* 0 not keyed yet, 1 sealing, 2 opening */
+    uint8_t key[32];
+    uint64_t counter;
+} ccoip_aead_t;
+bool ccoip_aead_init(ccoip_aead_t *a, const uint8_t key[32]);
+void ccoip_aead_free(ccoip_aead_t *a);
+/* n at most INT_MAX (records are 64 KiB). */
+void ccoip_aead_seal(ccoip_aead_t *a, uint8_t *c, uint8_t tag[CCOIP_AEAD_TAG], const uint8_t *m, size_t n,
+                     const uint8_t *ad, size_t adlen);
+bool ccoip_aead_open(ccoip_aead_t *a, uint8_t *m, const uint8_t *c, size_t n, const uint8_t tag[CCOIP_AEAD_TAG],
+                     const uint8_t *ad, size_t adlen);
+/* "AES-256-GCM" or "ChaCha20-Poly1305". */
+const char *ccoip_aead_name(void);
+
+/* The status endpoint's bearer token: 64 hex digits and a NUL, derived from the key (so it proves
+ * knowledge of the secret without being the secret). */
+void ccoip_auth_status_token(const ccoip_auth_key_t *key, char out[65]);
+
+/* Constant-time equality of two NUL-terminated strings of equal length (false when they differ
+ * in length). */
+bool ccoip_auth_token_eq(const char *a, const char *b, size_t len);
+
+#endif /* CCOIP_AUTH_H */
