@@ -29,6 +29,19 @@ cuda_status_t cuda_device_free(void *p);
 
 const char *cuda_status_string(cuda_status_t status);
 
+cuda_status_t cuda_event_create(void **event);
+cuda_status_t cuda_event_destroy(void *event);
+cuda_status_t cuda_event_record(void *event, void *stream);
+cuda_status_t cuda_stream_wait_event(void *stream, void *event);
+cuda_status_t cuda_event_synchronize(void *event);
+cuda_status_t cuda_flags_alloc(uint32_t **flags, size_t n);
+cuda_status_t cuda_stream_wait_flag(void *stream, const uint32_t *flag, uint32_t target);
+cuda_status_t cuda_memset_async(void *dst, int byte, size_t n, void *stream);
+/* For tests: CUDA_OK when all work on `stream` is done, CUDA_INVALID while some is pending. */
+cuda_status_t cuda_stream_query(void *stream);
+/* For tests: "wait-value" or "kernel", the gate stream_wait_flag uses in this process. */
+const char *cuda_gate_kind(void);
+
 /* SimpleHash, synchronous: the table's simplehash. Checks that data is device memory (unless
  * len is 0), switches to the pointer's device, uses a cached workspace. */
 cuda_status_t cuda_simplehash(const void *data, size_t len, void *stream, uint64_t *out);

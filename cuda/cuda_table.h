@@ -55,6 +55,28 @@ typedef struct cuda_table_t {
     cuda_status_t (*device_alloc)(void **p, size_t n);
     cuda_status_t (*device_free)(void *p);
 
+    /* Stream-ordered collectives (ccoip/peer/ccoip_gate.h). Events are timing-free; a wait on
+     * an event holds the stream until the work recorded before it is done. */
+    cuda_status_t (*event_create)(void **event);
+    cuda_status_t (*event_destroy)(void *event);
+    cuda_status_t (*event_record)(void *event, void *stream);
+    cuda_status_t (*stream_wait_event)(void *stream, void *event);
+    /* Returns when the work recorded before the event is done (the calling thread waits). */
+    cuda_status_t (*event_synchronize)(void *event);
+    /* n page-locked host words, zeroed, that every GPU can read directly (mapped, portable);
+     * freed with host_free. */
+    cuda_status_t (*flags_alloc)(uint32_t **flags, size_t n);
+    /* Queues on `stream` a wait until (int32_t)(*flag - target) >= 0, flag being a word of
+     * flags_alloc: a stream memory op (cuStreamWaitValue32) where the driver has it, else a
+     * one-thread kernel that polls the word (PCCL_STREAM_GATE=kernel forces the kernel). The
+     * host releases it with a plain store; the call itself never blocks. */
+    cuda_status_t (*stream_wait_flag)(void *stream, const uint32_t *flag, uint32_t target);
+    cuda_status_t (*memset_async)(void *dst, int byte, size_t n, void *stream);
+
+    /* The determinism fingerprint of device 0 (cuda/cuda_fingerprint.h; fp is a
+     * pcclDeterminismFingerprint_t). */
+    cuda_status_t (*fingerprint)(void *fp, int quick);
+
     /* "CUDA_OK", "CUDA_NO_DEVICE", ...; never NULL. */
     const char *(*status_string)(cuda_status_t status);
 } cuda_table_t;

@@ -1,6 +1,7 @@
 /* The CUDA flavour (--config=cuda): the table points at the nvcc-built functions. */
 #include "cuda/cuda_api.h"
 #include "cuda/cuda_table.h"
+#include "cuda/cuda_fingerprint.h"
 
 static const cuda_table_t table = {
     .device_count = cuda_device_count,
@@ -17,6 +18,15 @@ static const cuda_table_t table = {
     .host_free = cuda_host_free,
     .device_alloc = cuda_device_alloc,
     .device_free = cuda_device_free,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_synchronize = cuda_event_synchronize,
+    .flags_alloc = cuda_flags_alloc,
+    .stream_wait_flag = cuda_stream_wait_flag,
+    .memset_async = cuda_memset_async,
+    .fingerprint = cuda_fingerprint_table,
     .status_string = cuda_status_string,
 };
 

@@ -267,6 +267,53 @@ PCCL_EXPORT pcclResult_t pcclSetMasterSecret(pcclMasterInstance_t *master_instan
 PCCL_EXPORT pcclResult_t pcclSetEncryption(pcclComm_t *communicator, bool encrypt);
 PCCL_EXPORT pcclResult_t pcclSetMasterEncryption(pcclMasterInstance_t *master_instance, bool encrypt);
 
+/* Stream-ordered all-reduce of CUDA device buffers (docs/cuda-streams.md), as NCCL's: the call
+ * records an event on `stream` (a cudaStream_t; NULL is the legacy default stream), hands the op
+ * to a proxy thread and returns at once; the stream waits, on the GPU, until the result is in
+ * recvbuf; the host never synchronizes the stream. Complete it with pcclAwaitAsyncReduce, which
+ * returns the op's result (and frees its tag). On failure the stream is released all the same:
+ * recvbuf is then filled with 0xFF bytes (a NaN in every float type, -1 in every integer type)
+ * before work queued on the stream after the call runs, and sendbuf is untouched unless it is
+ * recvbuf. Both buffers must be device memory; host buffers get pcclInvalidArgument. In a library
+ * built without CUDA it returns pcclInvalidUsage. */
+#define PCCL_HAS_CUDA_STREAMS 1
+PCCL_EXPORT pcclResult_t pcclAllReduceOnStream(const void *sendbuf, void *recvbuf,
+                                               const pcclReduceDescriptor_t *descriptor,
+                                               const pcclComm_t *communicator, void *stream,
+                                               pcclAsyncReduceOp_t *reduce_handle_out);
+
+/* Determinism fingerprint (docs/fingerprint.md): hashes of the bit-exact outputs of the
+ * functions a training step uses (expf, logf, tanhf, rsqrtf, erff, ..., fp16/bf16 conversions,
+ * fma dot products, a tree reduction) over fixed inputs (all 2^32 floats for the unary float
+ * functions), on CUDA device 0, plus its compute capability and driver/runtime versions.
+ * Flags: PCCL_FINGERPRINT_QUICK uses 2^24 of the 2^32 inputs; PCCL_FINGERPRINT_CPU computes, on
+ * the host, only the functions whose results IEEE 754 fixes exactly (these must equal a GPU's).
+ * Without CUDA or without a GPU, only PCCL_FINGERPRINT_CPU succeeds (else pcclInvalidUsage).
+ * With PCCL_REQUIRE_FINGERPRINT=1 in its environment, pcclConnect computes the fingerprint (or
+ * reads the file named by PCCL_FINGERPRINT_FILE, as `pccl-fingerprint --out` writes it) and
+ * shows it to the master, which refuses a peer whose hashes differ from the run's. */
+#define PCCL_HAS_DETERMINISM_FINGERPRINT 1
+#define PCCL_FINGERPRINT_MAX_ENTRIES 32
+#define PCCL_FINGERPRINT_QUICK 1u
+#define PCCL_FINGERPRINT_CPU 2u
+
+typedef struct pcclFingerprintEntry_t {
+    char name[24]; /* "expf", "f32_to_bf16", ... */
+    uint64_t hash;
+} pcclFingerprintEntry_t;
+
+typedef struct pcclDeterminismFingerprint_t {
+    char device[64];           /* the GPU's name, or "cpu" */
+    uint32_t compute_capability; /* major * 10 + minor (90: an H100); 0 for the CPU */
+    uint32_t driver_version;   /* cudaDriverGetVersion (13000: CUDA 13.0); 0 for the CPU */
+    uint32_t runtime_version;  /* cudaRuntimeGetVersion */
+    uint32_t flags;            /* the PCCL_FINGERPRINT_* flags it was computed with */
+    uint32_t count;
+    pcclFingerprintEntry_t entries[PCCL_FINGERPRINT_MAX_ENTRIES];
+} pcclDeterminismFingerprint_t;
+
+PCCL_EXPORT pcclResult_t pcclGetDeterminismFingerprint(uint32_t flags, pcclDeterminismFingerprint_t *out);
+
 #ifdef __cplusplus
 }
 #endif

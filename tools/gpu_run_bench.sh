@@ -20,5 +20,7 @@ echo "name,value,unit,baseline,ratio" > "$out"
 "$here/cuda_bench" --torch "$tmp/torch.txt" >> "$out"
 "$here/device_allreduce_test" "$here/pccl-master" --bench | grep '^device_allreduce' >> "$out" ||
     echo "device_allreduce_test --bench failed: no device all-reduce rows" >&2
+"$here/stream_allreduce_test" "$here/pccl-master" --bench | grep '^stream_allreduce' >> "$out" ||
+    echo "stream_allreduce_test --bench failed: no stream-ordered rows" >&2
 column -s, -t < "$out" 2>/dev/null || cat "$out"
 echo "wrote $out"

@@ -21,9 +21,16 @@ run cuda_table_test "$here/cuda_table_test"
 run simplehash_gpu_test "$here/simplehash_gpu_test"
 run device_allreduce_test "$here/device_allreduce_test" "$here/pccl-master"
 run device_shared_state_test "$here/device_shared_state_test" "$here/pccl-master"
+run stream_allreduce_test "$here/stream_allreduce_test" "$here/pccl-master"
+run fingerprint_gpu_test "$here/fingerprint_gpu_test"
+# pccl-fingerprint finds the packed libuv.so.1 beside the Python package's libpccl.so.
+run "pccl-fingerprint (full, twice: same)" env LD_LIBRARY_PATH="$here/python/pccl" sh -c \
+    "'$here/pccl-fingerprint' --out /tmp/pccl_fp.txt && '$here/pccl-fingerprint' --compare /tmp/pccl_fp.txt"
 if command -v python3 >/dev/null 2>&1; then
     run "python: torch CUDA tensors" env PCCL_LIBRARY="$here/python/pccl/libpccl.so" \
         python3 "$here/python/tests/gpu_torch_check.py"
+    run "python: all_reduce(stream=...)" env PCCL_LIBRARY="$here/python/pccl/libpccl.so" \
+        python3 "$here/python/tests/gpu_stream_check.py"
 else
     echo "python: torch CUDA tensors: skipped (no python3)"
 fi
@@ -33,6 +40,14 @@ if [ $gpu = yes ] && [ -n "$san" ]; then
     for tool in memcheck racecheck synccheck; do
         run "simplehash_gpu_test --quick under compute-sanitizer $tool" \
             "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/simplehash_gpu_test" --quick
+    done
+    # The stream-ordered all-reduce (peer processes too) and the fingerprint kernels, quick forms.
+    run "stream_allreduce_test --quick under compute-sanitizer memcheck" \
+        "$san" --tool memcheck --target-processes all --error-exitcode 1 --print-limit 20 \
+        "$here/stream_allreduce_test" "$here/pccl-master" --quick
+    for tool in memcheck racecheck synccheck; do
+        run "fingerprint_gpu_test --quick under compute-sanitizer $tool" \
+            "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/fingerprint_gpu_test" --quick
     done
 else
     echo "compute-sanitizer: skipped (no GPU or no compute-sanitizer)"

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/peer/ccoip_gate.h"
 #include "ccoip/peer/ccoip_p2p.h"
 #include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
@@ -175,6 +176,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     pthread_mutex_destroy(&comm->p2p.lock);
     ccoip_colls_free(comm);
     reduce_cache_destroy(comm->cache);
+    ccoip_gates_destroy(comm->gates); /* workers joined: releases any stream still gated */
     reduce_cache_destroy(comm->pinned);
     pthread_mutex_destroy(&comm->pinned_lock);
     free(comm);

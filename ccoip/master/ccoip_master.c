@@ -53,6 +53,7 @@ struct pcclMasterInstanceState_t {
 
 static void on_closed(uv_handle_t *h) {
     mconn_t *mc = (mconn_t *) h;
+    ccoip_mfp_on_leave(&mc->c); /* a connection closed before the state dropped it */
     free(mc->buf);
     free(mc);
 }

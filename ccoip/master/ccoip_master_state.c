@@ -24,6 +24,7 @@ void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *o
 
 void ccoip_mstate_free(ccoip_master_state_t *st) {
     ccoip_mbw_free(st);
+    ccoip_mfp_free(st);
     free(st->clients);
     st->clients = NULL;
     st->nclients = st->cap = 0;
@@ -391,6 +392,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
     st->close(st->ctx, c);
     ccoip_mss_on_leave(st, c, was_accepted); /* frees its sync state; re-evaluates its group's sync */
     ccoip_mbw_on_leave(st, c); /* its matrix row and column; fails an optimisation it is in */
+    ccoip_mfp_on_leave(c);
     if (st->shutting_down) return;
     if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
     if (was_accepted) {
@@ -485,6 +487,12 @@ static bool take_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
                                       : "refused: connected via a public address while other peers use loopback");
         return false;
     }
+    char why[512];
+    if (!ccoip_mfp_admit(st, c, why, sizeof why)) {
+        send_join_response(st, c, CCOIP_JOIN_FINGERPRINT);
+        ccoip_mstate_reject(st, c, why);
+        return false;
+    }
     c->peer_group = j->peer_group;
     c->p2p_port = j->p2p_port;
     c->ss_port = j->ss_port;
@@ -563,6 +571,7 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_MPHASE_GREETED:
         if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);
         else if (p->type == CCOIP_PKT_C2M_REJOIN) on_rejoin(st, c, &p->u.rejoin);
+        else if (p->type == CCOIP_PKT_C2M_FINGERPRINT) ccoip_mfp_on_packet(st, c, &p->u.fingerprint);
         else if (p->type != CCOIP_PKT_C2M_HEARTBEAT) ccoip_mstate_reject(st, c, "expected JOIN after HELLO");
         return;
     case CCOIP_MPHASE_REGISTERED:

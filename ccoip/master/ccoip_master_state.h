@@ -71,6 +71,7 @@ typedef struct ccoip_mclient_t {
     uint8_t auth_expect[CCOIP_MAC_LEN]; /* PROVING: the MAC its AUTH must carry */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
+    struct pcclDeterminismFingerprint_t *fp; /* C2M_FINGERPRINT, if it sent one (ccoip_master_fp.c) */
 } ccoip_mclient_t;
 
 typedef struct ccoip_master_options_t {
@@ -81,7 +82,16 @@ typedef struct ccoip_master_options_t {
      * started (a restarted master cannot know the run's members) or after it dropped that UUID;
      * 0 refuses every REJOIN. */
     uint64_t rejoin_window_ms;
+    uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
 } ccoip_master_options_t;
+
+/* The admission rule on determinism fingerprints (docs/fingerprint.md; pccl-master --fingerprint). */
+typedef enum ccoip_fp_mode_t {
+    CCOIP_FP_CHECK = 0,   /* refuse a peer whose fingerprint differs from the run's (the default) */
+    CCOIP_FP_LOG = 1,     /* admit it, logging what differs */
+    CCOIP_FP_REQUIRE = 2, /* CHECK, and refuse peers that show none */
+    CCOIP_FP_OFF = 3      /* ignore fingerprints */
+} ccoip_fp_mode_t;
 
 void ccoip_master_default_options(ccoip_master_options_t *o);
 
@@ -124,6 +134,7 @@ typedef struct ccoip_master_state_t {
     bool encrypt;    /* every member must encrypt its p2p links (PCCL_ENCRYPT; needs the secret) */
     ccoip_auth_key_t key;
     uint64_t refused_conns, refused_warned_ms; /* over the connection caps, since the last warning */
+    struct pcclDeterminismFingerprint_t *run_fp; /* the first admitted peer's fingerprint */
 } ccoip_master_state_t;
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt);
@@ -147,6 +158,13 @@ void ccoip_mstate_say_bye(ccoip_master_state_t *st);
 
 /* Timeouts: handshakes, heartbeats, rounds. */
 void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms);
+
+/* Determinism fingerprints (ccoip_master_fp.c): keep c's; at JOIN, true when c may register
+ * (else `why` says what differs); forget c's when it leaves; free the run's at the end. */
+void ccoip_mfp_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_fingerprint_t *f);
+bool ccoip_mfp_admit(ccoip_master_state_t *st, ccoip_mclient_t *c, char *why, size_t n);
+void ccoip_mfp_on_leave(ccoip_mclient_t *c);
+void ccoip_mfp_free(ccoip_master_state_t *st);
 
 /* Collectives (ccoip_master_coll.c): INIT and COMPLETE packets, and a member leaving. */
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);

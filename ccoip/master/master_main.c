@@ -16,7 +16,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pccl-master [--listen HOST:PORT] [--secret-file PATH] [--status [HOST]:PORT]\n"
             "                   [--log-level LEVEL] [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-            "                   [--encrypt] [--print-status-token] [--help]\n"
+            "                   [--encrypt] [--print-status-token]\n"
+            "                   [--fingerprint check|log|require|off] [--help]\n"
             "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
             "  --secret-file PATH        every connection must prove this run secret (the file's bytes, 16 or\n"
             "                            more; refused when group or others may read it); peers set\n"
@@ -31,7 +32,10 @@ static void usage(FILE *f) {
             "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
             "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n"
             "  --rejoin-window-s S       take back members that lost the master for S seconds after the start\n"
-            "                            or after dropping them (default 60; 0: never)\n");
+            "                            or after dropping them (default 60; 0: never)\n"
+            "  --fingerprint MODE        peers' determinism fingerprints (docs/fingerprint.md): check refuses\n"
+            "                            one that differs from the run's (default), log admits it with a\n"
+            "                            warning, require also refuses peers that show none, off ignores them\n");
 }
 
 static int parse_ms(const char *s, uint64_t *out) {
@@ -49,6 +53,13 @@ static int parse_seconds(const char *s, uint64_t *out_ms) {
     if (*s == '\0' || *s == '-' || *end != '\0' || v > 86400ull) return 0;
     *out_ms = v * 1000;
     return 1;
+}
+
+static int parse_fp_mode(const char *s, uint8_t *out) {
+    static const char *const names[] = {"check", "log", "require", "off"}; /* ccoip_fp_mode_t order */
+    for (uint8_t i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) return *out = i, 1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -86,6 +97,7 @@ int main(int argc, char **argv) {
         } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
         else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
         else if (ok && strcmp(a, "--rejoin-window-s") == 0) ok = parse_seconds(v, &opt.rejoin_window_ms);
+        else if (ok && strcmp(a, "--fingerprint") == 0) ok = parse_fp_mode(v, &opt.fingerprint_mode);
         else ok = 0;
         if (!ok) {
             fprintf(stderr, "pccl-master: bad argument %s%s%s\n", a, v ? " " : "", v ? v : "");

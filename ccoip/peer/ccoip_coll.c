@@ -31,6 +31,7 @@
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "ccoip/peer/ccoip_device.h"
+#include "ccoip/peer/ccoip_gate.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
 #include "threadpark/threadpark.h"
@@ -234,12 +235,16 @@ static bool await_reply(pcclComm_t *comm, ccoip_op_t *op, bool done, ccoip_packe
     }
 }
 
-static const char *op_name(const ccoip_op_t *op) { return op->async ? "pcclAllReduceAsync" : "pcclAllReduce"; }
+static const char *op_name(const ccoip_op_t *op) {
+    return op->gate ? "pcclAllReduceOnStream" : op->async ? "pcclAllReduceAsync" : "pcclAllReduce";
+}
 
 /* The ring over the op's buffers; device buffers go through a pinned host block (pccl_device.h). */
 static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, reduce_ring_stats_t *stats) {
     const pcclReduceDescriptor_t *d = &op->desc;
     pcclDataType_t dt = d->src_descriptor.datatype;
+    if (op->gate != NULL) /* stream-ordered: the caller's stream fills and empties the gate's block */
+        return reduce_ring_allreduce(rp, op->gate->host, op->gate->host, d->count, dt, d->op, stats);
     if (pccl_buffers_kind(op->sendbuf, op->recvbuf) != PCCL_BUFFERS_DEVICE)
         return reduce_ring_allreduce(rp, op->sendbuf, op->recvbuf, d->count, dt, d->op, stats);
     pccl_device_op_t dev;
@@ -356,7 +361,9 @@ static void *worker_main(void *arg) {
         }
         next->state = CCOIP_OP_RUNNING;
         pthread_mutex_unlock(&c->lock);
+        if (next->gate != NULL) ccoip_gate_wait_input(next->gate); /* before INIT: ccoip_gate.h */
         ccoip_op_run(comm, next);
+        if (next->gate != NULL) ccoip_gate_release(next->gate, next->result == pcclSuccess); /* no lock held */
         pthread_mutex_lock(&c->lock);
         next->state = CCOIP_OP_FINISHED;
         c->nasync--;
@@ -366,9 +373,9 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
-                            bool async, ccoip_op_t **out) {
-    const char *fn = async ? "pcclAllReduceAsync" : "pcclAllReduce";
+static pcclResult_t claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                          bool async, ccoip_gate_t *gate, ccoip_op_t **out) {
+    const char *fn = gate ? "pcclAllReduceOnStream" : async ? "pcclAllReduceAsync" : "pcclAllReduce";
     ccoip_colls_t *c = &comm->colls;
     pthread_mutex_lock(&c->lock);
     ccoip_op_t *op = NULL;
@@ -406,12 +413,23 @@ pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf
         op->sendbuf = sendbuf;
         op->recvbuf = recvbuf;
         op->desc = *d;
+        op->gate = gate;
         c->nasync += async;
     }
     pthread_mutex_unlock(&c->lock);
     if (op != NULL && async) bump(&c->work);
     *out = op;
     return res;
+}
+
+pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                            bool async, ccoip_op_t **out) {
+    return claim(comm, sendbuf, recvbuf, d, async, NULL, out);
+}
+
+pcclResult_t ccoip_op_claim_gated(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                                  ccoip_gate_t *gate, ccoip_op_t **out) {
+    return claim(comm, sendbuf, recvbuf, d, true, gate, out);
 }
 
 /* Frees a sync op's slot after ccoip_op_run. */

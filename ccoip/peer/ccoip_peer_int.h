@@ -54,6 +54,7 @@ typedef struct ccoip_op_t {
     const void *sendbuf;
     void *recvbuf;
     pcclReduceDescriptor_t desc;
+    struct ccoip_gate_t *gate;     /* pcclAllReduceOnStream: the caller's stream waits on it */
     ccoip_packet_t commence, done; /* routed replies; type 0 until they arrive */
     uint32_t tx_stream, rx_stream; /* pool streams, fixed at COMMENCE (same on every peer) */
     uint64_t tx_turn, rx_turn;     /* place in each stream's queue */
@@ -168,6 +169,8 @@ struct pcclComm_t {
     /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;
+    /* Stream gates of pcclAllReduceOnStream (ccoip_gate.h), made on first use under pinned_lock. */
+    struct ccoip_gates_t *gates;
 
     /* The profiler plugin (docs/profiler.md); read-only between create and destroy. prof_api:
      * the parent for the events of the running call (the caller's thread only): the sync of
@@ -205,6 +208,9 @@ bool ccoip_ops_in_flight(const pcclComm_t *comm);
  * an async one is queued for a worker at once. */
 pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
                             bool async, ccoip_op_t **out);
+/* The same for pcclAllReduceOnStream: an async op whose worker releases `gate` when it ends. */
+pcclResult_t ccoip_op_claim_gated(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
+                                  struct ccoip_gate_t *gate, ccoip_op_t **out);
 void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op);     /* INIT .. DONE; sets op->result, op->info */
 void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees a sync op's slot */
 /* Parks until the async op of `tag` finished, frees its slot, returns its result. */

@@ -16,6 +16,7 @@
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
+#include "ccoip/peer/ccoip_peer_fp.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/net/ccoip_socket.h"
@@ -345,6 +346,15 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     }
     comm->uuid = ack.uuid;
     ccoip_packet_t p;
+    if (ccoip_peer_fingerprint_wanted()) {
+        ccoip_fp_entry_t entries[CCOIP_MAX_FP_ENTRIES];
+        if (!ccoip_peer_fingerprint_packet(&p, entries)) return pcclInternalError;
+        if ((st = ccoip_conn_send(fd, &p)) != CCOIP_OK) {
+            LOG_ERROR(MOD, "sending our determinism fingerprint to the master at %s failed: %s", name,
+                      ccoip_status_str(st));
+            return pcclMasterConnectionFailed;
+        }
+    }
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_JOIN;
     p.u.join.peer_group = comm->params.peer_group;
@@ -364,7 +374,10 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     bool is_join = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE;
     ccoip_packet_free(&r);
     if (!is_join || status != CCOIP_JOIN_OK) {
-        if (is_join && status == CCOIP_JOIN_LOOPBACK_MIX)
+        if (is_join && status == CCOIP_JOIN_FINGERPRINT)
+            LOG_ERROR(MOD, "the master at %s refused us: our determinism fingerprint differs from the run's (its log "
+                           "names the functions; docs/fingerprint.md)", name);
+        else if (is_join && status == CCOIP_JOIN_LOOPBACK_MIX)
             LOG_ERROR(MOD, "the master at %s refused us: loopback and non-loopback peers cannot share a run "
                            "(connect every peer via the same kind of address)", name);
         else LOG_ERROR(MOD, "the master at %s refused to register us", name);

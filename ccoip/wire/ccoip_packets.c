@@ -92,7 +92,15 @@ static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_j
 static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
 static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout), UUID(ccoip_rejoin_t, next),
                                         U64(ccoip_rejoin_t, round),                                        U8R(ccoip_rejoin_t, has_rev, 0, 1), U64(ccoip_rejoin_t, last_rev)};
-static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 3)};
+static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 4)};
+static const field_t fp_entry_fields[] = {NAME(ccoip_fp_entry_t, name, 1, 23), U64(ccoip_fp_entry_t, hash)};
+static const layout_t fp_entry_layout = {0, "fingerprint entry", sizeof(ccoip_fp_entry_t), fp_entry_fields,
+                                         N(fp_entry_fields), 0};
+static const field_t fingerprint_fields[] = {
+    U32(ccoip_fingerprint_t, compute_capability), U32(ccoip_fingerprint_t, driver_version),
+    U32(ccoip_fingerprint_t, runtime_version), U32R(ccoip_fingerprint_t, flags, 0, 3),
+    NAME(ccoip_fingerprint_t, device, 0, 63),
+    LIST(ccoip_fingerprint_t, entries, count, CCOIP_MAX_FP_ENTRIES, fp_entry_layout)};
 static const field_t p2p_info_fields[] = {
     U64(ccoip_p2p_info_t, round),
     LIST(ccoip_p2p_info_t, peers, count, CCOIP_MAX_PEER_ENTRIES, entry_layout)};
@@ -186,6 +194,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_AUTH_RESULT, "AUTH_RESULT", auth_result_fields, 0),
     PACKET(CCOIP_PKT_C2M_JOIN, "C2M_JOIN", join_fields, 0),
     PACKET(CCOIP_PKT_C2M_REJOIN, "C2M_REJOIN", rejoin_fields, 0),
+    PACKET(CCOIP_PKT_C2M_FINGERPRINT, "C2M_FINGERPRINT", fingerprint_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_ACCEPT, "C2M_VOTE_ACCEPT"),
     PACKET(CCOIP_PKT_C2M_P2P_ESTABLISHED, "C2M_P2P_ESTABLISHED", p2p_established_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_PENDING, "C2M_VOTE_PENDING"),

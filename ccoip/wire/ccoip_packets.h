@@ -36,6 +36,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_VOTE_PENDING = 0x0104, /* pcclArePeersPending */
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
     CCOIP_PKT_C2M_REJOIN = 0x0106, /* instead of JOIN: a member back after losing the master */
+    CCOIP_PKT_C2M_FINGERPRINT = 0x0107,  /* determinism fingerprint, between HELLO and JOIN (opt-in) */
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
@@ -93,7 +94,8 @@ typedef enum ccoip_join_status_t {
     CCOIP_JOIN_OK = 0,
     CCOIP_JOIN_LOOPBACK_MIX = 1, /* loopback and non-loopback peers cannot share a run */
     CCOIP_JOIN_BAD_STATE = 2,
-    CCOIP_JOIN_REJOIN_REFUSED = 3 /* REJOIN after the master's recovery window, or UUID in use */
+    CCOIP_JOIN_REJOIN_REFUSED = 3, /* REJOIN after the master's recovery window, or UUID in use */
+    CCOIP_JOIN_FINGERPRINT = 4 /* its determinism fingerprint differs from the run's */
 } ccoip_join_status_t;
 
 typedef enum ccoip_result_status_t {
@@ -157,6 +159,20 @@ typedef struct ccoip_rejoin_t {
     uint8_t has_rev;   /* it synced shared state successfully before, */
     uint64_t last_rev; /* at this revision */
 } ccoip_rejoin_t;
+
+/* The determinism fingerprint (pcclDeterminismFingerprint_t, docs/fingerprint.md). */
+#define CCOIP_MAX_FP_ENTRIES 32
+typedef struct ccoip_fp_entry_t {
+    char *name; /* 1..23 bytes */
+    uint64_t hash;
+} ccoip_fp_entry_t;
+
+typedef struct ccoip_fingerprint_t {
+    uint32_t compute_capability, driver_version, runtime_version, flags;
+    char *device; /* 0..63 bytes */
+    uint32_t count;
+    ccoip_fp_entry_t *entries;
+} ccoip_fingerprint_t;
 
 typedef struct ccoip_join_response_t {
     uint8_t status; /* ccoip_join_status_t */
@@ -397,6 +413,7 @@ typedef struct ccoip_packet_t {
         ccoip_join_t join;
         ccoip_rejoin_t rejoin;
         ccoip_join_response_t join_response;
+        ccoip_fingerprint_t fingerprint;
         ccoip_p2p_info_t p2p_info;
         ccoip_p2p_established_t p2p_established;
         ccoip_topology_result_t topology_result;

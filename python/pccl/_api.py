@@ -619,15 +619,37 @@ class Communicator:
         _check_descriptor_fits(desc, s, where)
         return s, r, desc.to_c()
 
-    def all_reduce(self, send, recv, *, op, tag=0, operand_descriptor=None, quantization_options=None):
+    def all_reduce(self, send, recv, *, op, tag=0, operand_descriptor=None, quantization_options=None, stream=None):
         """Blocking all-reduce of send into recv (numpy arrays or torch tensors of one dtype, size
-        and device; send may be recv) over the accepted peers of this peer group."""
+        and device; send may be recv) over the accepted peers of this peer group.
+
+        stream= (torch CUDA tensors only; a torch.cuda.Stream, or a cudaStream_t as an int): the
+        all-reduce is ordered on that stream instead (pcclAllReduceOnStream, docs/cuda-streams.md):
+        the call returns at once with an AsyncReduceHandle; work queued on the stream afterwards
+        sees the result (or, if the op fails, recv filled with NaN/0xFF bytes); handle.wait()
+        gives the outcome and frees the tag."""
         where = "Communicator.all_reduce"
+        if stream is not None:
+            return self._all_reduce_on_stream(send, recv, op, tag, operand_descriptor, quantization_options,
+                                              stream, where)
         with self._use(where) as ptr:
             s, r, desc = self._descriptor(send, recv, op, tag, operand_descriptor, quantization_options, where)
             info = _native.ReduceInfoC()
             _check("pcclAllReduce", s.ptr, r.ptr, ctypes.byref(desc), ptr, ctypes.byref(info))
         return ReduceInfo._from_c(info)
+
+    def _all_reduce_on_stream(self, send, recv, op, tag, operand_descriptor, quantization_options, stream, where):
+        handle_of = getattr(stream, "cuda_stream", stream)  # torch.cuda.Stream or a raw handle
+        if isinstance(handle_of, bool) or not isinstance(handle_of, int) or handle_of < 0:
+            raise PCCLArgumentError(where, "stream must be a torch.cuda.Stream or a cudaStream_t as an int")
+        with self._use(where) as ptr:
+            s, r, desc = self._descriptor(send, recv, op, tag, operand_descriptor, quantization_options, where)
+            if s.device_type is not DeviceType.CUDA:
+                raise PCCLArgumentError(where, "stream= needs CUDA tensors")
+            handle = _native.AsyncReduceOpC()
+            _check("pcclAllReduceOnStream", s.ptr, r.ptr, ctypes.byref(desc), ptr, ctypes.c_void_p(handle_of),
+                   ctypes.byref(handle))
+        return AsyncReduceHandle(self, handle, (send, recv))
 
     def all_reduce_async(self, send, recv, *, op, tag=0, operand_descriptor=None, quantization_options=None):
         """Starts an all-reduce and returns an AsyncReduceHandle; several with distinct tags may be

@@ -118,6 +118,7 @@ PROTOTYPES = {
     "pcclSetMasterSecret": (_R, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
     "pcclSetEncryption": (_R, [_vp, ctypes.c_bool]),
     "pcclSetMasterEncryption": (_R, [_vp, ctypes.c_bool]),
+    "pcclAllReduceOnStream": (_R, [_vp, _vp, _P(ReduceDescriptorC), _vp, _vp, _P(AsyncReduceOpC)]),
 }
 
 
