@@ -252,9 +252,11 @@ static void test_malformed(void) {
     pend[0] = 0;
     pend[1] = 2;
     CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
-    uint8_t jr[1] = {4};
+    uint8_t jr[1] = {5};
     CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_ERR_INVALID);
     jr[0] = CCOIP_JOIN_REJOIN_REFUSED;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_OK);
+    jr[0] = CCOIP_JOIN_FINGERPRINT;
     CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_OK);
 
     /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. */
