@@ -8,7 +8,7 @@ from pccl._enums import (Attribute, DataType, DeviceType, DistributionHint, PCCL
                          PCCLNotExportedError, QuantizationAlgorithm, ReduceOp, Result, SharedStateSyncStrategy)
 from pccl._api import (AsyncReduceHandle, Communicator, MasterNode, QuantizationOptions, ReduceDescriptor, ReduceInfo,
                        ReduceOpDescriptor, ReduceOperandDescriptor, SharedState, SharedStateSyncInfo, TensorInfo,
-                       build_info, is_exported, library_path)
+                       build_info, determinism_fingerprint, is_exported, library_path)
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,6 @@ __all__ = [
     "AsyncReduceHandle", "Attribute", "Communicator", "DataType", "DeviceType", "DistributionHint", "MasterNode",
     "PCCLArgumentError", "PCCLError", "PCCLNotExportedError", "QuantizationAlgorithm", "QuantizationOptions",
     "ReduceDescriptor", "ReduceInfo", "ReduceOp", "ReduceOpDescriptor", "ReduceOperandDescriptor", "Result",
-    "SharedState", "SharedStateSyncInfo", "SharedStateSyncStrategy", "TensorInfo", "build_info", "is_exported",
+    "SharedState", "SharedStateSyncInfo", "SharedStateSyncStrategy", "TensorInfo", "build_info", "determinism_fingerprint", "is_exported",
     "library_path",
 ]

@@ -63,6 +63,19 @@ def build_info():
     return dict(_build_info)
 
 
+def determinism_fingerprint(*, quick=False, cpu=False):
+    """This machine's determinism fingerprint (pcclGetDeterminismFingerprint, docs/fingerprint.md):
+    {'device', 'compute_capability', 'driver_version', 'runtime_version', 'flags',
+    'hashes': {function name: 64-bit hash}}. quick: 2^24 instead of 2^32 inputs a float function;
+    cpu: the CPU reference of the functions IEEE 754 fixes (no GPU needed)."""
+    fp = _native.DeterminismFingerprintC()
+    _check("pcclGetDeterminismFingerprint", (1 if quick else 0) | (2 if cpu else 0), ctypes.byref(fp))
+    return {"device": fp.device.decode(), "compute_capability": int(fp.compute_capability),
+            "driver_version": int(fp.driver_version), "runtime_version": int(fp.runtime_version),
+            "flags": int(fp.flags),
+            "hashes": {fp.entries[i].name.decode(): int(fp.entries[i].hash) for i in range(min(fp.count, 32))}}
+
+
 # ---- arguments ---------------------------------------------------------------------------------
 
 def _index(value):

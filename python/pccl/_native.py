@@ -85,6 +85,16 @@ class BuildInfoC(ctypes.Structure):
     _fields_ = [("has_cuda_support", ctypes.c_bool)]
 
 
+class FingerprintEntryC(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 24), ("hash", ctypes.c_uint64)]
+
+
+class DeterminismFingerprintC(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_char * 64), ("compute_capability", ctypes.c_uint32),
+                ("driver_version", ctypes.c_uint32), ("runtime_version", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("count", ctypes.c_uint32), ("entries", FingerprintEntryC * 32)]
+
+
 _P = ctypes.POINTER
 _vp = ctypes.c_void_p
 _R = c_enum  # pcclResult_t
@@ -119,6 +129,7 @@ PROTOTYPES = {
     "pcclSetEncryption": (_R, [_vp, ctypes.c_bool]),
     "pcclSetMasterEncryption": (_R, [_vp, ctypes.c_bool]),
     "pcclAllReduceOnStream": (_R, [_vp, _vp, _P(ReduceDescriptorC), _vp, _vp, _P(AsyncReduceOpC)]),
+    "pcclGetDeterminismFingerprint": (_R, [ctypes.c_uint32, _P(DeterminismFingerprintC)]),
 }
 
 
