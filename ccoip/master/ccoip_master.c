@@ -499,6 +499,22 @@ pcclResult_t ccoip_master_await(pcclMasterInstance_t *m) {
     return pcclSuccess;
 }
 
+/* The last loop run happens on the caller's thread, where a shutdown's flush could still write
+ * to a gone peer: SIGPIPE is blocked as in the loop thread, and one raised here is taken back
+ * (unless one was pending already) before the caller's mask returns. */
+static void run_on_caller(uv_loop_t *loop) {
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    uv_run(loop, UV_RUN_DEFAULT);
+    struct timespec zero = {0, 0};
+    while (!was_pending && sigtimedwait(&pipe_set, NULL, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 pcclResult_t ccoip_master_destroy(pcclMasterInstance_t *m) {
     if (m == NULL) return pcclInvalidArgument;
     if (m->running) {
@@ -508,7 +524,7 @@ pcclResult_t ccoip_master_destroy(pcclMasterInstance_t *m) {
     if (m->loop_ready) {
         /* Never ran, or ran and stopped: close whatever is left and let the closes complete. */
         close_all(m);
-        uv_run(&m->loop, UV_RUN_DEFAULT);
+        run_on_caller(&m->loop);
         uv_loop_close(&m->loop);
     }
     ccoip_mstate_free(&m->st);

@@ -123,6 +123,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     ccoip_raise_fd_limit();
+    ccoip_os_ignore_sigpipe(); /* log lines into a closed pipe must not end the run */
     ccoip_os_block_termination_signals(); /* before any thread starts: they inherit the mask */
     pcclInit();
     pcclMasterInstance_t *m;

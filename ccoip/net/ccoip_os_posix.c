@@ -27,6 +27,8 @@ void ccoip_os_name_thread(const char *name) {
 #endif
 }
 
+void ccoip_os_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
 int ccoip_os_wait_termination_signal(void) {
     sigset_t s;
     termination_set(&s);

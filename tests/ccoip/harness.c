@@ -57,6 +57,14 @@ bool h_spawn(h_proc_t *p, char *const argv[]) {
     pid_t pid = fork();
     if (pid < 0) return false;
     if (pid == 0) {
+        /* Children start as a user's shell would start them: SIGPIPE at its default action and
+         * unblocked (an ignored disposition survives exec, and ours is ignored, see h_init), so
+         * that a master or peer killed by SIGPIPE shows up in the tests. */
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigprocmask(SIG_UNBLOCK, &pipe_set, NULL);
+        signal(SIGPIPE, SIG_DFL);
         dup2(in[0], 0);
         dup2(out[1], 1);
         if (err_path != NULL) {

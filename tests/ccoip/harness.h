@@ -16,13 +16,14 @@ typedef struct h_proc_t {
     size_t len;
 } h_proc_t;
 
-/* Puts the test in its own process group and arms a watchdog of `seconds`. */
+/* Puts the test in its own process group and arms a watchdog of `seconds`. The test process
+ * itself ignores SIGPIPE (it writes to children that may be dead); its children do not. */
 void h_init(int seconds);
 
 /* When set, the next h_spawn sends the child's stderr to this file (then it is cleared). */
 extern const char *h_stderr_path;
 
-/* Starts `argv` with piped stdin/stdout (stderr inherited). */
+/* Starts `argv` with piped stdin/stdout (stderr inherited), SIGPIPE at its default action. */
 bool h_spawn(h_proc_t *p, char *const argv[]);
 
 /* Starts pccl-master on 127.0.0.1:0 with extra args (NULL-terminated); returns its port or 0. */

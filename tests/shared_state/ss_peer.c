@@ -14,6 +14,9 @@
  *   sync STRATEGY           -> "sync RESULT REVISION TX_BYTES RX_BYTES MILLISECONDS"
  *   check SEED              -> "check K"          K tensors differ from pattern(SEED, i) anywhere
  *   hash                    -> "hash H"           XXH3 over the per-tensor XXH3s
+ *   allreduce COUNT         -> "allreduce RESULT BAD MILLISECONDS"  a sum of COUNT floats,
+ *                              element k = k % 13 on every peer; BAD: elements of the result
+ *                              other than world * (k % 13) (after success only)
  *   quit                    -> "bye"
  * RESULT is the pcclResult_t number. Logs go to stderr. */
 #include <stdint.h>
@@ -140,6 +143,20 @@ int main(int argc, char **argv) {
             uint64_t h[MAX_TENSORS];
             for (size_t i = 0; i < ntensors; i++) h[i] = hash_xxh3(infos[i].data, bytes_of(i));
             printf("hash %016llx\n", (unsigned long long) hash_xxh3(h, ntensors * 8));
+        } else if (sscanf(line, "allreduce %llu", &a) == 1 && a > 0) {
+            float *x = malloc(a * sizeof *x);
+            for (size_t k = 0; k < a; k++) x[k] = (float) (k % 13);
+            pcclReduceDescriptor_t d = {.count = a, .op = pcclSum, .src_descriptor = {.datatype = pcclFloat},
+                                        .quantization_options = {.quantized_datatype = pcclFloat}};
+            int64_t t0 = now_ms();
+            pcclResult_t r = pcclAllReduce(x, x, &d, comm, NULL);
+            int64_t took = now_ms() - t0;
+            int world = 0;
+            pcclGetAttribute(comm, PCCL_ATTRIBUTE_PEER_GROUP_WORLD_SIZE, &world);
+            size_t bad = 0;
+            for (size_t k = 0; k < a && r == pcclSuccess; k++) bad += x[k] != (float) (world * (int) (k % 13));
+            free(x);
+            printf("allreduce %d %zu %lld\n", (int) r, bad, (long long) took);
         } else if (strcmp(line, "quit") == 0) {
             break;
         } else {
