@@ -6,7 +6,7 @@ VERSION := 0.1.0
 BAZEL ?= bazel
 DEPS := sh tools/deps.sh
 
-.PHONY: all build deps test test-asan test-tsan bench install demo fuzz clean gpu-pack test-gpu bench-gpu
+.PHONY: all build deps test test-asan test-tsan bench install demo fuzz clean gpu-pack test-gpu bench-gpu chaos
 
 all: build
 
@@ -43,6 +43,14 @@ bench: build
 
 demo: build
 	@sh tools/demo.sh
+
+# The long chaos run (issue 15; docs/chaos.md): 8 peers x 500 steps, 2 x 16 MiB of shared state,
+# 4 x 4 MiB all-reduces, a fault every ~10 steps; one summary line per seed (CHAOS_SEEDS).
+CHAOS_SEEDS ?= 1
+chaos: build
+	@for s in $(CHAOS_SEEDS); do /usr/bin/python3 -B tests/chaos/chaos.py --master build/bin/pccl-master \
+		--peer bazel-bin/tests/chaos/chaos_peer --peers 8 --steps 500 --seed $$s --state-floats 4194304 \
+		--reduce-floats 1048576 --fault-every 10 --stop-max-s 5 --hang-s 120 || exit 1; done
 
 fuzz: deps
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} $(BAZEL) run //tests/ccoip/fuzz:fuzz

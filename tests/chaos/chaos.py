@@ -283,12 +283,12 @@ class Run:
             self.spawn()
         end_grace = None
         while True:
-            try:
-                p, line = self.events.get(timeout=0.02)
-                self.on_line(p, line)
-                drained = False
+            try:  # every line there is, then the checks: a busy run must not starve them
+                self.on_line(*self.events.get(timeout=0.01))
+                while True:
+                    self.on_line(*self.events.get_nowait())
             except queue.Empty:
-                drained = True
+                pass
             now = time.monotonic()
             for t in [t for t in self.timers if t[0] <= now]:
                 self.timers.remove(t)
@@ -300,8 +300,6 @@ class Run:
                 self.master_died = True
                 print("chaos: THE MASTER DIED: exit status %d (see %s)" % (self.master.returncode, self.master_log))
                 return False
-            if not drained:
-                continue
             if (self.max_step >= self.next_fault and self.max_step < self.args.steps - 6
                     and not self.timers and not self.triggers):
                 self.fault()

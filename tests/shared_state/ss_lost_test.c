@@ -118,7 +118,7 @@ static void scenario(h_proc_t **p, int n, bool retry_sync, const char *log_path)
 int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(170);
-    setenv("PCCL_SS_MAX_SEND_MBPS", "64", 1);
+    setenv("PCCL_SS_MAX_SEND_MBPS", "32", 1); /* 3 s per transfer: the kill at ~1 s lands mid-way */
     setenv("PCCL_LOG_LEVEL", "info", 1);
     unsetenv("PCCL_COLLECTIVE_TIMEOUT_MS"); /* the default 10 minutes: no watchdog may end this */
     char line[256], log_a[512], log_b[512];
@@ -128,10 +128,14 @@ int main(int argc, char **argv) {
     h_proc_t m, peer[5];
     int port = h_start_master(&m, argv[1], NULL);
     REQUIRE(port > 0);
-    ss_start_peers(peer, 3, argv[2], port);
-    h_stderr_path = log_a;
-    REQUIRE(h_start_peer(&peer[3], argv[2], port, 0));
-    ss_admit(peer, 3, &peer[3], 1);
+    /* One at a time, so that the master's order (which picks the distributor: the earliest
+     * connected holder) is peer 0, 1, 2, 3. */
+    for (int i = 0; i < 4; i++) {
+        if (i == 3) h_stderr_path = log_a;
+        REQUIRE(h_start_peer(&peer[i], argv[2], port, 0));
+        REQUIRE(h_send(&peer[i], "connect"));
+        REQUIRE(h_admit(peer, i, &peer[i]));
+    }
     for (int i = 0; i < 4; i++)
         REQUIRE(ss_cmd(&peer[i], line, sizeof line, "tensors 1 %llu %d", BYTES, i < 3 ? 5 : 0) == 0);
 
