@@ -1,0 +1,194 @@
+/* The master's rule for a group that lost a member (ccoip_mstate_converge, ccoip_mcoll_on_init;
+ * docs/group-state-machine.md) without sockets: accepted clients are set up, packets fed in, and
+ * the answers captured. A whole group waits for every member as before; a broken one refuses
+ * collectives at once, and refuses syncs and pending votes as soon as its members wait in
+ * different calls, so that every member ends in pcclUpdateTopology; the round makes it whole. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccoip/master/ccoip_master_state.h"
+#include "tests/common/check.h"
+
+#define MAXC 8
+#define MAXP 64
+
+static ccoip_master_state_t st;
+static ccoip_mclient_t clients[MAXC];
+static ccoip_packet_t sent[MAXC][MAXP];
+static int nsent[MAXC];
+
+static int index_of(const ccoip_mclient_t *c) { return (int) (c - clients); }
+
+static void fake_send(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p) {
+    (void) ctx;
+    ccoip_writer_t w;
+    ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
+    REQUIRE(ccoip_packet_encode(p, &w) == CCOIP_OK);
+    int i = index_of(c);
+    REQUIRE(nsent[i] < MAXP);
+    REQUIRE(ccoip_packet_decode(p->type, w.buf + CCOIP_HEADER_SIZE, w.len - CCOIP_HEADER_SIZE, &sent[i][nsent[i]++]) ==
+            CCOIP_OK);
+    ccoip_writer_free(&w);
+}
+
+static void fake_close(void *ctx, ccoip_mclient_t *c) { (void) ctx, (void) c; }
+
+static void reset(int n) {
+    for (int i = 0; i < MAXC; i++)
+        for (int k = 0; k < nsent[i]; k++) ccoip_packet_free(&sent[i][k]);
+    if (st.clients != NULL) {
+        st.shutting_down = true;
+        while (st.nclients > 0) ccoip_mstate_drop(&st, st.clients[st.nclients - 1], "test over");
+        ccoip_mstate_free(&st);
+    }
+    memset(clients, 0, sizeof clients);
+    memset(nsent, 0, sizeof nsent);
+    ccoip_mstate_init(&st, NULL);
+    st.send = fake_send;
+    st.close = fake_close;
+    for (int i = 0; i < n; i++) {
+        REQUIRE(ccoip_mstate_add(&st, &clients[i], 0));
+        clients[i].phase = CCOIP_MPHASE_ACCEPTED;
+        clients[i].p2p_port = (uint16_t) (40000 + i);
+        memset(clients[i].uuid.b, i + 1, 16);
+        snprintf(clients[i].name, sizeof clients[i].name, "peer%d", i);
+    }
+}
+
+/* How many packets of `type` client i got. */
+static int got(int i, uint16_t type) {
+    int n = 0;
+    for (int k = 0; k < nsent[i]; k++) n += sent[i][k].type == type;
+    return n;
+}
+
+static const ccoip_packet_t *last_of(int i, uint16_t type) {
+    for (int k = nsent[i] - 1; k >= 0; k--)
+        if (sent[i][k].type == type) return &sent[i][k];
+    return NULL;
+}
+
+static void feed(int i, ccoip_packet_t *p) { ccoip_mstate_on_packet(&st, &clients[i], p, 1); }
+
+static void init(int i, uint64_t tag) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
+    p.u.collective_init = (ccoip_collective_init_t){tag, 1000, 10, 0, 10, 0};
+    feed(i, &p);
+}
+
+static void vote(int i, uint16_t type) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    feed(i, &p);
+}
+
+static void sync(int i) {
+    static char name[] = "w";
+    ccoip_ss_tensor_t t = {name, 7, CCOIP_HASH_XXH3, 10, 1000, 0};
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_SHARED_STATE_SYNC;
+    p.u.ss_sync = (ccoip_ss_sync_t){1, 0, 1, &t};
+    feed(i, &p);
+}
+
+static uint8_t commence_status(int i) {
+    const ccoip_packet_t *p = last_of(i, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE);
+    REQUIRE(p != NULL);
+    return p->u.collective_commence.status;
+}
+
+/* Every member reports its links; the round ends. */
+static void finish_round(int n) {
+    for (int i = 0; i < n; i++) {
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
+        p.u.p2p_established = (ccoip_p2p_established_t){st.round, 1};
+        feed(i, &p);
+    }
+}
+
+/* A whole group: every call waits for every member, nothing is refused. */
+static void test_whole_group_waits(void) {
+    reset(3);
+    init(0, 1);
+    vote(1, CCOIP_PKT_C2M_VOTE_PENDING);
+    sync(2);
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(nsent[i], 0);
+}
+
+/* The issue's stall: the group lost a member; one member is in the vote, the others ask for an
+ * all-reduce (refused at once) and a sync (refused once someone votes); all vote; the round runs
+ * and the group is whole again. */
+static void test_broken_group_converges(void) {
+    reset(4);
+    ccoip_mstate_drop(&st, &clients[3], "killed");
+    sync(2);
+    CHECK_EQ_U64(got(2, CCOIP_PKT_M2C_SHARED_STATE_RESULT), 0); /* a sync alone may run in a broken group */
+    init(0, 1);
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_FAILED); /* at once, though the others never asked */
+    vote(1, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    const ccoip_packet_t *r = last_of(2, CCOIP_PKT_M2C_SHARED_STATE_RESULT);
+    REQUIRE(r != NULL);
+    CHECK_EQ_U64(r->u.ss_result.status, CCOIP_SS_LOST);
+    CHECK_EQ_U64(got(1, CCOIP_PKT_M2C_TOPOLOGY_RESULT), 0); /* the vote waits for the others */
+    vote(0, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    vote(2, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_P2P_INFO), 1);
+    finish_round(3);
+    for (int i = 0; i < 3; i++) {
+        const ccoip_packet_t *t = last_of(i, CCOIP_PKT_M2C_TOPOLOGY_RESULT);
+        REQUIRE(t != NULL);
+        CHECK_EQ_U64(t->u.topology_result.status, CCOIP_RESULT_OK);
+    }
+    int before = got(0, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE);
+    init(0, 2); /* whole again: waits for the others, then commences */
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE), before);
+    init(1, 2);
+    init(2, 2);
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_OK);
+}
+
+/* A broken group where one member waits in the pending vote and another in a sync: both refused. */
+static void test_pending_and_sync(void) {
+    reset(4);
+    ccoip_mstate_drop(&st, &clients[3], "killed");
+    vote(0, CCOIP_PKT_C2M_VOTE_PENDING);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_PENDING_RESULT), 0);
+    sync(1);
+    const ccoip_packet_t *p = last_of(0, CCOIP_PKT_M2C_PENDING_RESULT);
+    REQUIRE(p != NULL);
+    CHECK_EQ_U64(p->u.pending_result.status, CCOIP_RESULT_FAILED);
+    p = last_of(1, CCOIP_PKT_M2C_SHARED_STATE_RESULT);
+    REQUIRE(p != NULL);
+    CHECK_EQ_U64(p->u.ss_result.status, CCOIP_SS_LOST);
+    /* A pending vote that arrives while another member already votes for the topology: at once. */
+    vote(1, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    vote(2, CCOIP_PKT_C2M_VOTE_PENDING);
+    p = last_of(2, CCOIP_PKT_M2C_PENDING_RESULT);
+    REQUIRE(p != NULL);
+    CHECK_EQ_U64(p->u.pending_result.status, CCOIP_RESULT_FAILED);
+}
+
+/* A member waiting for its COMMENCE when another leaves is refused then, not when all asked. */
+static void test_loss_while_waiting(void) {
+    reset(3);
+    init(0, 5);
+    vote(1, CCOIP_PKT_C2M_VOTE_ACCEPT); /* misuse in a whole group: nothing refused yet */
+    CHECK_EQ_U64(nsent[0], 0);
+    ccoip_mstate_drop(&st, &clients[2], "killed");
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_FAILED);
+}
+
+int main(void) {
+    test_whole_group_waits();
+    test_broken_group_converges();
+    test_pending_and_sync();
+    test_loss_while_waiting();
+    reset(0);
+    return check_exit();
+}
