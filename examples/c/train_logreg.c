@@ -183,9 +183,7 @@ int main(int argc, char **argv) {
         m.step++;
         printf("peer %d: step %3u  world %u  loss %.6f\n", id, m.step, info.local_world_size, grad[DIM + 1]);
         if (delay_ms > 0) sleep_ms(delay_ms);
-        /* Refused (pcclRankConnectionLost) when the group lost a peer and the others vote: join them. */
-        r = pcclArePeersPending(comm, &pending);
-        if ((r == pcclSuccess && pending) || r == pcclRankConnectionLost)
+        if (pcclArePeersPending(comm, &pending) == pcclSuccess && pending)
             while (pcclUpdateTopology(comm) == pcclUpdateTopologyFailed) sleep_ms(10);
     }
     printf("peer %d: done at step %u, parameter hash %016llx\n", id, m.step,
