@@ -48,8 +48,11 @@ demo: build
 # 4 x 4 MiB all-reduces, a fault every ~10 steps; one summary line per seed (CHAOS_SEEDS).
 CHAOS_SEEDS ?= 1
 chaos: build
-	@for s in $(CHAOS_SEEDS); do /usr/bin/python3 -B tests/chaos/chaos.py --master build/bin/pccl-master \
-		--peer bazel-bin/tests/chaos/chaos_peer --peers 8 --steps 500 --seed $$s --state-floats 4194304 \
+	@$(BAZEL) build //tests/chaos:chaos_peer
+	@# bazel-bin may point at another flavour's outputs (the CUDA build runs last): ask Bazel.
+	@peer=$$($(BAZEL) info bazel-bin)/tests/chaos/chaos_peer; \
+	for s in $(CHAOS_SEEDS); do /usr/bin/python3 -B tests/chaos/chaos.py --master build/bin/pccl-master \
+		--peer $$peer --peers 8 --steps 500 --seed $$s --state-floats 4194304 \
 		--reduce-floats 1048576 --fault-every 10 --stop-max-s 5 --hang-s 120 || exit 1; done
 
 fuzz: deps
