@@ -42,7 +42,7 @@ void log_write(log_level_t level, const char *module, const char *fmt, ...) {
     if (!log_enabled(level)) return;
     char line[1280];
     struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
+    clock_gettime(CLOCK_REALTIME, &ts); /* POSIX, and winpthreads' (msvcrt lacks timespec_get) */
     struct tm tm;
 #if defined(_WIN32)
     gmtime_s(&tm, &ts.tv_sec);

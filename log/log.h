@@ -15,7 +15,10 @@ int log_enabled(log_level_t level);
 
 /* Writes one line; the message is cut at 1 KiB. Safe from any thread. */
 void log_write(log_level_t level, const char *module, const char *fmt, ...)
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+    /* mingw's own printf family, built with __USE_MINGW_ANSI_STDIO=1 (msvcrt's has no %zu) */
+    __attribute__((format(gnu_printf, 3, 4)))
+#elif defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;

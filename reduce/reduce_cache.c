@@ -11,6 +11,7 @@
 
 #include "log/log.h"
 #include "reduce/reduce.h"
+#include "reduce/reduce_mem.h"
 
 #define MIN_SHIFT 12
 #define MAX_SHIFT 40
@@ -54,13 +55,12 @@ static block_header_t *header_of(const void *block) {
 
 static void *heap_alloc(void *ctx, size_t size) {
     (void) ctx;
-    void *mem = NULL;
-    return posix_memalign(&mem, HEADER_SIZE, size) == 0 ? mem : NULL;
+    return reduce_aligned_alloc(HEADER_SIZE, size);
 }
 
 static void heap_free(void *ctx, void *mem) {
     (void) ctx;
-    free(mem);
+    reduce_aligned_free(mem);
 }
 
 reduce_cache_t *reduce_cache_create_from(const reduce_cache_source_t *source) {

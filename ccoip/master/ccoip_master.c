@@ -6,7 +6,6 @@
 #include "ccoip/master/ccoip_master.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <uv.h>
 
 #include "ccoip/master/ccoip_master_http.h"
+#include "ccoip/net/ccoip_os.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "log/log.h"
 
@@ -458,10 +458,7 @@ static void run_loop(void *arg) {
     /* libuv writes with write(2), which raises SIGPIPE when a peer is gone; the default action
      * would kill the host process. Blocked in this thread only, the signal stays pending here
      * (and dies with the thread) while the write fails with EPIPE, which closes that client. */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    ccoip_os_thread_block_sigpipe();
     uv_run(&m->loop, UV_RUN_DEFAULT);
 }
 
@@ -500,20 +497,11 @@ pcclResult_t ccoip_master_await(pcclMasterInstance_t *m) {
 }
 
 /* The last loop run happens on the caller's thread, where a shutdown's flush could still write
- * to a gone peer: SIGPIPE is blocked as in the loop thread, and one raised here is taken back
- * (unless one was pending already) before the caller's mask returns. */
-static void run_on_caller(uv_loop_t *loop) {
-    sigset_t pipe_set, old, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-    uv_run(loop, UV_RUN_DEFAULT);
-    struct timespec zero = {0, 0};
-    while (!was_pending && sigtimedwait(&pipe_set, NULL, &zero) > 0) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
+ * to a gone peer: it runs with SIGPIPE blocked as in the loop thread, and one raised there is
+ * taken back (ccoip_os_run_without_sigpipe; Windows has no SIGPIPE). */
+static void run_loop_once(void *loop) { uv_run(loop, UV_RUN_DEFAULT); }
+
+static void run_on_caller(uv_loop_t *loop) { ccoip_os_run_without_sigpipe(run_loop_once, loop); }
 
 pcclResult_t ccoip_master_destroy(pcclMasterInstance_t *m) {
     if (m == NULL) return pcclInvalidArgument;

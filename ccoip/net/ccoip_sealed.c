@@ -1,10 +1,8 @@
 /* ccoip_sealed.c: a sealed byte stream (ccoip_sealed.h). */
 #include "ccoip/net/ccoip_sealed.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"
@@ -29,29 +27,6 @@ void ccoip_sealed_free(ccoip_sealed_t *s) {
     free(s->buf);
     s->buf = NULL;
     s->on = false;
-}
-
-static ccoip_status_t plain_writev(int fd, struct iovec *iov, int n) {
-    while (n > 0) {
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t) n;
-        ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return errno == EPIPE || errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
-        size_t left = (size_t) k;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return CCOIP_OK;
 }
 
 /* Plaintext waits at buf + 4; the record is sealed in place. */
@@ -82,10 +57,10 @@ ccoip_status_t ccoip_sealed_write(ccoip_sealed_t *s, const void *p, size_t n) {
     return CCOIP_OK;
 }
 
-ccoip_status_t ccoip_sealed_writev(ccoip_sealed_t *s, struct iovec *iov, int n) {
-    if (!s->on) return plain_writev(s->fd, iov, n);
+ccoip_status_t ccoip_sealed_writev(ccoip_sealed_t *s, ccoip_iov_t *iov, int n) {
+    if (!s->on) return ccoip_sock_sendv_all(s->fd, iov, n, false);
     for (int i = 0; i < n; i++) {
-        ccoip_status_t st = ccoip_sealed_write(s, iov[i].iov_base, iov[i].iov_len);
+        ccoip_status_t st = ccoip_sealed_write(s, iov[i].base, iov[i].len);
         if (st != CCOIP_OK) return st;
     }
     return CCOIP_OK;

@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
+#include "ccoip/net/ccoip_socket.h"
 #include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_wire.h"
 
@@ -28,7 +28,7 @@ typedef struct ccoip_sealed_t {
 bool ccoip_sealed_init(ccoip_sealed_t *s, int fd, const uint8_t *key);
 void ccoip_sealed_free(ccoip_sealed_t *s);
 
-ccoip_status_t ccoip_sealed_writev(ccoip_sealed_t *s, struct iovec *iov, int n);
+ccoip_status_t ccoip_sealed_writev(ccoip_sealed_t *s, ccoip_iov_t *iov, int n);
 ccoip_status_t ccoip_sealed_write(ccoip_sealed_t *s, const void *p, size_t n);
 /* Seals and sends what is buffered (call once the transfer is complete). */
 ccoip_status_t ccoip_sealed_flush(ccoip_sealed_t *s);

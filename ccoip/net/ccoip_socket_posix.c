@@ -1,17 +1,13 @@
 /* ccoip_socket_posix.c: ccoip_socket.h on POSIX sockets (Linux, macOS). */
-#include "ccoip/net/ccoip_socket.h"
+#include "ccoip/net/ccoip_sys.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,95 +26,10 @@ void ccoip_sleep_ms(int ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-static socklen_t to_sockaddr(const ccoip_socket_address_t *a, struct sockaddr_storage *ss) {
-    memset(ss, 0, sizeof *ss);
-    if (a->inet.protocol == inetIPv6) {
-        struct sockaddr_in6 *s = (struct sockaddr_in6 *) ss;
-        s->sin6_family = AF_INET6;
-        s->sin6_port = htons(a->port);
-        memcpy(&s->sin6_addr, a->inet.ipv6.data, 16);
-        return sizeof *s;
-    }
-    struct sockaddr_in *s = (struct sockaddr_in *) ss;
-    s->sin_family = AF_INET;
-    s->sin_port = htons(a->port);
-    memcpy(&s->sin_addr, a->inet.ipv4.data, 4);
-    return sizeof *s;
-}
-
-static void from_sockaddr(const struct sockaddr_storage *ss, ccoip_socket_address_t *a) {
-    memset(a, 0, sizeof *a);
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *) ss;
-        a->inet.protocol = inetIPv6;
-        memcpy(a->inet.ipv6.data, &s->sin6_addr, 16);
-        a->port = ntohs(s->sin6_port);
-    } else {
-        const struct sockaddr_in *s = (const struct sockaddr_in *) ss;
-        a->inet.protocol = inetIPv4;
-        memcpy(a->inet.ipv4.data, &s->sin_addr, 4);
-        a->port = ntohs(s->sin_port);
-    }
-}
-
-bool ccoip_parse_address(const char *s, uint16_t default_port, ccoip_socket_address_t *out) {
-    char host[64];
-    const char *port = NULL;
-    memset(out, 0, sizeof *out);
-    if (s == NULL) return false;
-    if (s[0] == '[') {
-        const char *end = strchr(s, ']');
-        if (end == NULL || (size_t) (end - s - 1) >= sizeof host) return false;
-        memcpy(host, s + 1, (size_t) (end - s - 1));
-        host[end - s - 1] = '\0';
-        if (end[1] == ':') port = end + 2;
-        else if (end[1] != '\0') return false;
-    } else {
-        const char *colon = strrchr(s, ':');
-        size_t n = colon != NULL && strchr(s, ':') == colon ? (size_t) (colon - s) : strlen(s);
-        if (n >= sizeof host) return false;
-        memcpy(host, s, n);
-        host[n] = '\0';
-        if (colon != NULL && strchr(s, ':') == colon) port = colon + 1;
-    }
-    out->port = default_port;
-    if (port != NULL) {
-        char *end;
-        long v = strtol(port, &end, 10);
-        if (*port == '\0' || *end != '\0' || v < 0 || v > 65535) return false;
-        out->port = (uint16_t) v;
-    }
-    if (inet_pton(AF_INET, host, out->inet.ipv4.data) == 1) {
-        out->inet.protocol = inetIPv4;
-        return true;
-    }
-    if (inet_pton(AF_INET6, host, out->inet.ipv6.data) == 1) {
-        out->inet.protocol = inetIPv6;
-        return true;
-    }
-    return false;
-}
-
-void ccoip_format_address(const ccoip_socket_address_t *a, char *out, size_t n) {
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (a->inet.protocol == inetIPv6) {
-        inet_ntop(AF_INET6, a->inet.ipv6.data, ip, sizeof ip);
-        snprintf(out, n, "[%s]:%u", ip, a->port);
-    } else {
-        inet_ntop(AF_INET, a->inet.ipv4.data, ip, sizeof ip);
-        snprintf(out, n, "%s:%u", ip, a->port);
-    }
-}
-
-bool ccoip_address_is_loopback(const ccoip_inet_address_t *a) {
-    static const uint8_t one[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    if (a->protocol == inetIPv6) return memcmp(a->ipv6.data, one, 16) == 0;
-    return a->ipv4.data[0] == 127;
-}
-
 static int new_socket(int family) {
-    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM, 0); /* SOCK_CLOEXEC is Linux's; macOS lacks it */
     if (fd < 0) return -1;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
 #ifdef SO_NOSIGPIPE
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
@@ -131,7 +42,7 @@ int ccoip_sock_listen_bump(const ccoip_inet_address_t *bind_addr, uint16_t first
     for (unsigned i = 0; i < tries && first_port + i <= 65535u; i++) {
         ccoip_socket_address_t a = {*bind_addr, (uint16_t) (first_port + i)};
         struct sockaddr_storage ss;
-        socklen_t len = to_sockaddr(&a, &ss);
+        socklen_t len = ccoip_to_sockaddr(&a, &ss);
         int fd = new_socket(ss.ss_family);
         if (fd < 0) {
             LOG_ERROR(MOD, "socket() failed: %s", strerror(errno));
@@ -157,7 +68,7 @@ int ccoip_sock_listen_bump(const ccoip_inet_address_t *bind_addr, uint16_t first
 
 int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_status_t *st) {
     struct sockaddr_storage ss;
-    socklen_t len = to_sockaddr(a, &ss);
+    socklen_t len = ccoip_to_sockaddr(a, &ss);
     int fd = new_socket(ss.ss_family);
     *st = CCOIP_ERR_IO;
     if (fd < 0) return -1;
@@ -204,22 +115,69 @@ int ccoip_sock_accept(int listen_fd, ccoip_socket_address_t *peer) {
 #endif
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (peer != NULL) from_sockaddr(&ss, peer);
+    if (peer != NULL) ccoip_from_sockaddr(&ss, peer);
     return fd;
 }
 
 #ifndef MSG_NOSIGNAL
-#define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE covers it */
+#define MSG_NOSIGNAL 0 /* macOS before 11: SO_NOSIGPIPE covers it */
 #endif
+#ifndef MSG_MORE
+#define MSG_MORE 0 /* Linux's; elsewhere the header may leave alone */
+#endif
+
+/* A full send buffer on a blocking socket: EAGAIN (a send timeout) or, on macOS, ENOBUFS
+ * (treated as fatal before). Waits for room, backing off 1, 2, 4 .. 64 ms. */
+static bool send_buffer_full(int fd, int *backoff_ms) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) return false;
+    struct pollfd p = {fd, POLLOUT, 0};
+    poll(&p, 1, *backoff_ms);
+    if (*backoff_ms < 64) *backoff_ms *= 2;
+    return true;
+}
+
+static ccoip_status_t send_error(void) {
+    return errno == EPIPE || errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
+}
 
 ccoip_status_t ccoip_sock_send_all(int fd, const void *p, size_t n) {
     const uint8_t *b = p;
+    int backoff = 1;
     while (n > 0) {
         ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return errno == EPIPE || errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
+        if (k < 0 && (errno == EINTR || send_buffer_full(fd, &backoff))) continue;
+        if (k <= 0) return send_error();
         b += k;
         n -= (size_t) k;
+        backoff = 1;
+    }
+    return CCOIP_OK;
+}
+
+ccoip_status_t ccoip_sock_sendv_all(int fd, ccoip_iov_t *iov, int n, bool more) {
+    struct iovec v[64];
+    int backoff = 1;
+    while (n > 0) {
+        int m = n < 64 ? n : 64;
+        for (int i = 0; i < m; i++) v[i] = (struct iovec){iov[i].base, iov[i].len};
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = v;
+        msg.msg_iovlen = m;
+        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL | (more || m < n ? MSG_MORE : 0));
+        if (k < 0 && (errno == EINTR || send_buffer_full(fd, &backoff))) continue;
+        if (k <= 0) return send_error();
+        backoff = 1;
+        size_t left = (size_t) k;
+        while (n > 0 && left >= iov->len) {
+            left -= iov->len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->base = (uint8_t *) iov->base + left;
+            iov->len -= left;
+        }
     }
     return CCOIP_OK;
 }
@@ -233,7 +191,8 @@ ccoip_status_t ccoip_sock_recv_all(int fd, void *p, size_t n, int64_t deadline_m
             ccoip_status_t st = ccoip_sock_wait(fd, -1, (int) (left > 1000000 ? 1000000 : left));
             if (st != CCOIP_OK) return st;
         }
-        ssize_t k = recv(fd, b, n, 0);
+        /* Without a deadline the whole read is one call; with one, what is there. */
+        ssize_t k = recv(fd, b, n, deadline_ms < 0 ? MSG_WAITALL : 0);
         if (k < 0 && errno == EINTR) continue;
         if (k == 0) return CCOIP_ERR_CLOSED;
         if (k < 0) return errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
@@ -241,6 +200,45 @@ ccoip_status_t ccoip_sock_recv_all(int fd, void *p, size_t n, int64_t deadline_m
         n -= (size_t) k;
     }
     return CCOIP_OK;
+}
+
+bool ccoip_sock_set_nonblocking(int fd, bool on) {
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) == 0;
+}
+
+static ccoip_status_t some_result(ssize_t k, size_t *done, bool recving) {
+    *done = k > 0 ? (size_t) k : 0;
+    if (k > 0) return CCOIP_OK;
+    if (k == 0) return recving ? CCOIP_ERR_CLOSED : CCOIP_ERR_TIMEOUT;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS) return CCOIP_ERR_TIMEOUT;
+    return errno == EPIPE || errno == ECONNRESET ? CCOIP_ERR_CLOSED : CCOIP_ERR_IO;
+}
+
+ccoip_status_t ccoip_sock_send_some(int fd, const void *p, size_t n, size_t *done) {
+    return some_result(send(fd, p, n, MSG_NOSIGNAL), done, false);
+}
+
+ccoip_status_t ccoip_sock_recv_some(int fd, void *p, size_t n, size_t *done) {
+    return some_result(recv(fd, p, n, 0), done, true);
+}
+
+int ccoip_sock_poll(ccoip_pollfd_t *fds, int n, int timeout_ms) {
+    struct pollfd p[CCOIP_POLL_MAX];
+    if (n > CCOIP_POLL_MAX) return -1;
+    for (int i = 0; i < n; i++)
+        p[i] = (struct pollfd){fds[i].fd, (short) ((fds[i].events & CCOIP_POLL_IN ? POLLIN : 0) |
+                                                   (fds[i].events & CCOIP_POLL_OUT ? POLLOUT : 0)), 0};
+    int r = poll(p, (nfds_t) n, timeout_ms);
+    if (r < 0 && errno == EINTR) r = 0;
+    if (r < 0) {
+        LOG_ERROR(MOD, "poll failed: %s", strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        fds[i].revents = (p[i].revents & POLLIN ? CCOIP_POLL_IN : 0) | (p[i].revents & POLLOUT ? CCOIP_POLL_OUT : 0) |
+                         (p[i].revents & (POLLERR | POLLHUP | POLLNVAL) ? CCOIP_POLL_ERR : 0);
+    return r;
 }
 
 ccoip_status_t ccoip_sock_wait(int fd, int wake_fd, int timeout_ms) {
@@ -263,6 +261,18 @@ void ccoip_sock_shutdown(int fd) {
     if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
+void ccoip_sock_shutdown_write(int fd) {
+    if (fd >= 0) shutdown(fd, SHUT_WR);
+}
+
+bool ccoip_sock_same_host(int fd) {
+    struct sockaddr_storage a, b;
+    socklen_t la = sizeof a, lb = sizeof b;
+    if (getsockname(fd, (struct sockaddr *) &a, &la) != 0 || getpeername(fd, (struct sockaddr *) &b, &lb) != 0)
+        return false;
+    return ccoip_sockaddr_same_host(&a, &b);
+}
+
 void ccoip_sock_close(int fd) {
     if (fd >= 0) close(fd);
 }
@@ -281,18 +291,16 @@ void ccoip_wakeup_signal(int write_fd) {
     (void) k;
 }
 
+void ccoip_wakeup_drain(int read_fd) {
+    char drain[64];
+    ssize_t k = read(read_fd, drain, sizeof drain);
+    (void) k;
+}
+
 void ccoip_wakeup_close(int fds[2]) {
     for (int i = 0; i < 2; i++) {
         if (fds[i] >= 0) close(fds[i]);
         fds[i] = -1;
-    }
-}
-
-void ccoip_raise_fd_limit(void) {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
 

@@ -5,20 +5,14 @@
  * a condvar until a thread has let go of a request it was working on. */
 #include "ccoip/peer/ccoip_datalink.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "ccoip/net/ccoip_os.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "log/log.h"
 #include "profiler/pprof.h"
@@ -130,7 +124,7 @@ static void break_with(ccoip_datalink_t *dl, const char *why, bool clean) {
             LOG_INFO("ccoip", "data link %s closed: %s", dl->name, why);
         else
             LOG_WARN("ccoip", "data link %s broken: %s", dl->name, why);
-        shutdown(dl->fd, SHUT_RDWR); /* unblocks the other thread's read or write */
+        ccoip_sock_shutdown(dl->fd); /* unblocks the other thread's read or write */
     }
     for (uint32_t i = 0; i < dl->sends.count; i++)
         if (queue_at(&dl->sends, i)->req) complete(queue_at(&dl->sends, i)->req, REDUCE_REQ_FAILED);
@@ -160,37 +154,14 @@ static uint32_t get_u32(const uint8_t *p) {
     return v;
 }
 
-/* Writes every byte of iov (modified in place) with sendmsg flags; false on any error. */
-static bool write_all(int fd, struct iovec *iov, int iovcnt, int flags) {
-    while (iovcnt > 0) {
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t) iovcnt};
-        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        while (iovcnt > 0 && (size_t) n >= iov->iov_len) {
-            n -= (ssize_t) iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + n;
-            iov->iov_len -= (size_t) n;
-        }
-    }
-    return true;
-}
-
 /* Reads exactly len bytes into buf (NULL: read and drop); false on error or end of stream. */
 static bool read_all(int fd, void *buf, size_t len) {
     uint8_t sink[4096];
+    if (buf != NULL) return ccoip_sock_recv_all(fd, buf, len, -1) == CCOIP_OK;
     while (len > 0) {
-        void *dst = buf ? buf : sink;
-        size_t want = buf ? len : (len < sizeof sink ? len : sizeof sink);
-        ssize_t n = recv(fd, dst, want, MSG_WAITALL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        len -= (size_t) n;
-        if (buf) buf = (uint8_t *) buf + n;
+        size_t want = len < sizeof sink ? len : sizeof sink;
+        if (ccoip_sock_recv_all(fd, sink, want, -1) != CCOIP_OK) return false;
+        len -= want;
     }
     return true;
 }
@@ -199,8 +170,8 @@ static bool read_all(int fd, void *buf, size_t len) {
  * (the header is each record's associated data; a frame of 0 bytes still has one record, so its
  * header is authenticated). */
 static bool send_sealed(ccoip_datalink_t *dl, const uint8_t *header, const slot_t *s) {
-    struct iovec h = {(void *) header, CCOIP_DATALINK_HEADER};
-    if (!write_all(dl->fd, &h, 1, MSG_MORE)) return false;
+    ccoip_iov_t h = {(void *) header, CCOIP_DATALINK_HEADER};
+    if (ccoip_sock_sendv_all(dl->fd, &h, 1, true) != CCOIP_OK) return false;
     size_t off = 0;
     do {
         size_t used = 0;
@@ -211,8 +182,8 @@ static bool send_sealed(ccoip_datalink_t *dl, const uint8_t *header, const slot_
             used += n + CCOIP_AEAD_TAG;
             off += n;
         }
-        struct iovec r = {dl->seal_buf, used};
-        if (!write_all(dl->fd, &r, 1, off < s->len ? MSG_MORE : 0)) return false;
+        ccoip_iov_t r = {dl->seal_buf, used};
+        if (ccoip_sock_sendv_all(dl->fd, &r, 1, off < s->len) != CCOIP_OK) return false;
     } while (off < s->len);
     return true;
 }
@@ -225,26 +196,23 @@ static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
     put_u64(header + 8, s->offset);
     put_u32(header + 16, (uint32_t) s->len);
     if (dl->sealed) return send_sealed(dl, header, s);
-    struct iovec iov[2] = {{header, sizeof header}, {s->buf, s->len}};
-    if (!s->by_reference || dl->splice.off || s->len == 0) return write_all(dl->fd, iov, 2, 0);
-    if (!write_all(dl->fd, iov, 1, MSG_MORE)) return false;
+    ccoip_iov_t iov[2] = {{header, sizeof header}, {s->buf, s->len}};
+    if (!s->by_reference || dl->splice.off || s->len == 0) return ccoip_sock_sendv_all(dl->fd, iov, 2, false) == CCOIP_OK;
+    if (ccoip_sock_sendv_all(dl->fd, iov, 1, true) != CCOIP_OK) return false;
     size_t sent;
     int rc = ccoip_splice_send(&dl->splice, dl->fd, s->buf, s->len, &sent);
     if (rc == CCOIP_SPLICE_FAILED) return false;
     if (rc == CCOIP_SPLICE_OK) return true;
-    iov[1].iov_base = (uint8_t *) s->buf + sent;
-    iov[1].iov_len = s->len - sent;
-    return write_all(dl->fd, iov + 1, 1, 0);
+    iov[1].base = (uint8_t *) s->buf + sent;
+    iov[1].len = s->len - sent;
+    return ccoip_sock_sendv_all(dl->fd, iov + 1, 1, false) == CCOIP_OK;
 }
 
 static void *send_main(void *arg) {
     ccoip_datalink_t *dl = arg;
     ccoip_os_name_thread("pccl-dl-send");
     /* splice() has no MSG_NOSIGNAL: a peer gone mid-send must not kill the process. */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    ccoip_os_thread_block_sigpipe();
     pthread_mutex_lock(&dl->lock);
     for (;;) {
         while (!dl->broken && (dl->sends.count == 0 || queue_at(&dl->sends, 0)->req == NULL)) {
@@ -491,62 +459,6 @@ bool ccoip_datalink_broken(const ccoip_datalink_t *dl) {
     return broken;
 }
 
-/* First number in a /proc/sys file, the `field`-th (0-based); 0 when unreadable (not Linux). */
-static long sysctl_long(const char *path, int field) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return 0;
-    long v = 0;
-    for (int i = 0; i <= field; i++)
-        if (fscanf(f, "%ld", &v) != 1) v = 0;
-    fclose(f);
-    return v;
-}
-
-/* A long fat link (500 Mbit/s x 50 ms RTT = 3.1 MB in flight) needs more send buffer than
- * Linux autotuning grants by default (tcp_wmem max 4 MiB of truesize, ~half of it payload: one
- * stream measured 47 MB/s there). SO_SNDBUF = net.core.wmem_max gets twice that (the kernel
- * doubles the value for its overhead) at the price of autotuning; do it only when that is more
- * than autotuning may reach. Receive buffers stay autotuned (tcp_rmem max is large). */
-static void widen_sndbuf(int fd) {
-    long wmax = sysctl_long("/proc/sys/net/core/wmem_max", 0);
-    long auto_max = sysctl_long("/proc/sys/net/ipv4/tcp_wmem", 2);
-    if (wmax <= 0 || wmax > INT_MAX || 2 * wmax <= auto_max) return;
-    int v = (int) wmax;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
-}
-
-/* Both ends on this host: the peer's address is a loopback one or our own. */
-static bool same_host(int fd) {
-    struct sockaddr_storage a, b;
-    socklen_t la = sizeof a, lb = sizeof b;
-    if (getsockname(fd, (struct sockaddr *) &a, &la) != 0 || getpeername(fd, (struct sockaddr *) &b, &lb) != 0)
-        return false;
-    if (a.ss_family != b.ss_family) return false;
-    if (b.ss_family == AF_INET) {
-        const struct in_addr *x = &((struct sockaddr_in *) &a)->sin_addr, *y = &((struct sockaddr_in *) &b)->sin_addr;
-        return (ntohl(y->s_addr) >> 24) == 127 || x->s_addr == y->s_addr;
-    }
-    if (b.ss_family == AF_INET6) {
-        const struct in6_addr *x = &((struct sockaddr_in6 *) &a)->sin6_addr, *y = &((struct sockaddr_in6 *) &b)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(y) || memcmp(x, y, sizeof *x) == 0;
-    }
-    return false;
-}
-
-/* A link within one host is memory, not a network: paced congestion control (BBR, a common
- * default) spends CPU on timers there for nothing (measured: a 4-peer loopback ring ran 1.2x
- * faster with cubic). Such links use cubic, or reno where cubic is not built in. Links between
- * hosts keep the system's choice. */
-static void pick_congestion_control(int fd) {
-#ifdef TCP_CONGESTION
-    static const char *const names[] = {"cubic", "reno"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, names[i], (socklen_t) strlen(names[i])) == 0) return;
-#else
-    (void) fd;
-#endif
-}
-
 static void unseal(ccoip_datalink_t *dl) {
     if (!dl->sealed) return;
     ccoip_aead_free(&dl->tx);
@@ -571,9 +483,8 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_ses
             return NULL;
         }
     }
-    widen_sndbuf(fd);
-    dl->same_host = same_host(fd);
-    if (dl->same_host) pick_congestion_control(fd);
+    dl->same_host = ccoip_sock_same_host(fd);
+    ccoip_sock_tune_data_link(fd, dl->same_host);
     dl->fd = fd;
     ccoip_splice_init(&dl->splice);
     snprintf(dl->name, sizeof dl->name, "%s", name ? name : "?");

@@ -7,14 +7,10 @@
  * read into one scratch buffer and discarded. */
 #include "ccoip/peer/ccoip_peer_bench.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
@@ -123,6 +119,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     if (c != NULL) {
         memset(c, 0, sizeof *c);
         c->fd = fd;
+        ccoip_sock_set_nonblocking(fd, true); /* drained as bytes come: ccoip_sock_recv_some */
         c->last_ms = ccoip_now_ms();
         snprintf(c->who, sizeof c->who, "%s", who);
     }
@@ -133,9 +130,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
 
 /* Streams' thread: takes the streams the listener handed over (over MAX_CONNS: closed). */
 static void take_pending(ccoip_peer_bench_t *b) {
-    char drain[64];
-    ssize_t k = read(b->handoff[0], drain, sizeof drain);
-    (void) k;
+    ccoip_wakeup_drain(b->handoff[0]);
     pthread_mutex_lock(&b->lock);
     for (int i = 0; i < b->npending; i++) {
         if (b->nconns < MAX_CONNS) b->conns[b->nconns++] = b->pending[i];
@@ -152,17 +147,18 @@ static void drop_conn(ccoip_peer_bench_t *b, int i) {
 
 /* Reads what is there; at EOF answers BENCH_DONE and closes. False when the stream is gone. */
 static bool drain(ccoip_peer_bench_t *b, bconn_t *c) {
-    ssize_t n = recv(c->fd, b->sink, SINK, MSG_DONTWAIT);
+    size_t n;
+    ccoip_status_t st = ccoip_sock_recv_some(c->fd, b->sink, SINK, &n);
     int64_t t = now_us();
-    if (n > 0) {
+    if (st == CCOIP_OK) {
         if (c->first_us == 0) c->first_us = t;
         else c->bytes += (uint64_t) n;
         c->last_ms = t / 1000;
         return true;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-    if (n < 0) {
-        LOG_WARN(MOD, "benchmark stream from %s broke: %s", c->who, strerror(errno));
+    if (st == CCOIP_ERR_TIMEOUT) return true;
+    if (st != CCOIP_ERR_CLOSED) {
+        LOG_WARN(MOD, "benchmark stream from %s broke: %s", c->who, ccoip_status_str(st));
         return false;
     }
     ccoip_packet_t done;
@@ -177,15 +173,15 @@ static bool drain(ccoip_peer_bench_t *b, bconn_t *c) {
 static void *listener_main(void *arg) {
     ccoip_peer_bench_t *b = arg;
     ccoip_os_name_thread("pccl-bench");
-    struct pollfd fds[MAX_CONNS + 2];
+    ccoip_pollfd_t fds[MAX_CONNS + 2];
     for (;;) {
-        fds[0] = (struct pollfd){.fd = b->wake[0], .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = b->handoff[0], .events = POLLIN};
+        fds[0] = (ccoip_pollfd_t){.fd = b->wake[0], .events = CCOIP_POLL_IN};
+        fds[1] = (ccoip_pollfd_t){.fd = b->handoff[0], .events = CCOIP_POLL_IN};
         int nc = b->nconns;
-        for (int i = 0; i < nc; i++) fds[2 + i] = (struct pollfd){.fd = b->conns[i].fd, .events = POLLIN};
-        int r = poll(fds, (nfds_t) (nc + 2), 1000);
-        if (r < 0 && errno != EINTR) {
-            LOG_ERROR(MOD, "benchmark listener: poll failed: %s", strerror(errno));
+        for (int i = 0; i < nc; i++) fds[2 + i] = (ccoip_pollfd_t){.fd = b->conns[i].fd, .events = CCOIP_POLL_IN};
+        int r = ccoip_sock_poll(fds, nc + 2, 1000);
+        if (r < 0) {
+            LOG_ERROR(MOD, "benchmark listener stopped: cannot poll");
             break;
         }
         if (r > 0 && fds[0].revents != 0) break; /* woken to stop */
@@ -291,22 +287,25 @@ uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, ui
     int64_t end = ccoip_now_ms() + duration_ms;
     uint64_t sent = 0;
     const char *broke = NULL;
+    ccoip_sock_set_nonblocking(fd, true);
     for (int64_t now = ccoip_now_ms(); broke == NULL && now < end; now = ccoip_now_ms()) {
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int r = poll(&pfd, 1, (int) (end - now));
+        ccoip_pollfd_t pfd = {.fd = fd, .events = CCOIP_POLL_OUT};
+        int r = ccoip_sock_poll(&pfd, 1, (int) (end - now));
         if (r <= 0) continue; /* timeout (the loop ends) or EINTR */
-        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+        if (pfd.revents & CCOIP_POLL_ERR) {
             broke = "the receiver closed the connection";
             break;
         }
-        ssize_t n = send(fd, zeros, CHUNK, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) sent += (uint64_t) n;
-        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) broke = strerror(errno);
+        size_t n;
+        ccoip_status_t st = ccoip_sock_send_some(fd, zeros, CHUNK, &n);
+        if (st == CCOIP_OK) sent += (uint64_t) n;
+        else if (st != CCOIP_ERR_TIMEOUT) broke = ccoip_status_str(st);
     }
+    ccoip_sock_set_nonblocking(fd, false);
     bool ok = broke == NULL;
     uint64_t bps = 0;
     if (ok) {
-        shutdown(fd, SHUT_WR);
+        ccoip_sock_shutdown_write(fd);
         ccoip_packet_t r;
         ccoip_status_t st = ccoip_conn_recv(fd, &r, CCOIP_MAX_HANDSHAKE_PAYLOAD, ccoip_now_ms() + ANSWER_SLACK_MS);
         if (st == CCOIP_OK && r.type == CCOIP_PKT_BENCH_DONE && r.u.bench_done.elapsed_us > 0 &&

@@ -8,12 +8,9 @@
  * The API thread ends serving after the master's DONE, when every receiver is through. */
 #include "ccoip/peer/ccoip_peer_shared.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
@@ -131,7 +128,7 @@ static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_slot_t *s,
 static ccoip_status_t send_tensors(ccoip_sealed_t *out, const ccoip_ss_slot_t **sl, uint32_t n, xfer_t *x,
                                    _Atomic uint64_t *tx) {
     enum { MAX_IOV = 64 };
-    struct iovec iov[MAX_IOV];
+    ccoip_iov_t iov[MAX_IOV];
     int niov = 0;
     size_t batch = 0, cap = x->rate > 0 ? CHUNK / 8 : CHUNK;
     uint8_t *stage = NULL;
@@ -153,8 +150,8 @@ static ccoip_status_t send_tensors(ccoip_sealed_t *out, const ccoip_ss_slot_t **
         }
         for (uint64_t off = 0; off < s->bytes && st == CCOIP_OK;) {
             size_t take = s->bytes - off < cap - batch ? (size_t) (s->bytes - off) : cap - batch;
-            iov[niov].iov_base = (uint8_t *) s->data + off;
-            iov[niov++].iov_len = take;
+            iov[niov].base = (uint8_t *) s->data + off;
+            iov[niov++].len = take;
             batch += take;
             off += take;
             if (batch == cap || niov == MAX_IOV) {

@@ -55,14 +55,15 @@ typedef struct ccoip_session_t {
 void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, const ccoip_hello_t *h,
                         const ccoip_hello_ack_t *a, ccoip_session_t *out);
 
-/* AEAD of one direction (OpenSSL's EVP): AES-256-GCM where the CPU has AES-NI and carry-less
+/* AEAD of one direction (OpenSSL's EVP, ccoip_aead_posix.c; libsodium on Windows, ccoip_aead_win32.c):
+ * AES-256-GCM where the CPU has AES-NI and carry-less
  * multiply, else ChaCha20-Poly1305 (RFC 8439); the nonce is a 64-bit counter, so it never repeats
  * under one key (one key per direction per connection). One instance either seals or opens. Open
  * decrypts in place (c may equal m) and fails on any change. */
 #define CCOIP_AEAD_TAG 16
 typedef struct ccoip_aead_t {
-    void *ctx;    /* EVP_CIPHER_CTX */
-    int mode;     /* 0 not keyed yet, 1 sealing, 2 opening */
+    void *ctx;    /* EVP_CIPHER_CTX (posix); unused on Windows */
+    int mode;     /* posix: 0 not keyed yet, 1 sealing, 2 opening; Windows: 1 AES-256-GCM, 2 ChaCha20 */
     uint8_t key[32];
     uint64_t counter;
 } ccoip_aead_t;

@@ -154,6 +154,7 @@ bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms) {
             size_t k = (size_t) (nl - p->buf);
             size_t c = k < n - 1 ? k : n - 1;
             memcpy(out, p->buf, c);
+            if (c > 0 && out[c - 1] == '\r') c--; /* Windows programs (under wine) end lines with CRLF */
             out[c] = '\0';
             memmove(p->buf, nl + 1, p->len - k - 1);
             p->len -= k + 1;

@@ -221,7 +221,7 @@ static void sealed_stream(void) {
         w.fd = pfd[0];
         CHECK(ccoip_sealed_write(&w, m, 1) == CCOIP_OK);
         CHECK(ccoip_sealed_write(&w, m + 1, 70000) == CCOIP_OK);
-        struct iovec iov = {m + 70001, LEN - 70001};
+        ccoip_iov_t iov = {m + 70001, LEN - 70001};
         CHECK(ccoip_sealed_writev(&w, &iov, 1) == CCOIP_OK);
         CHECK(ccoip_sealed_flush(&w) == CCOIP_OK);
         /* move the wire bytes to the reader's socket, flipping one bit in the second record */

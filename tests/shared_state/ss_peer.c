@@ -27,6 +27,7 @@
 
 #include "ccoip/net/ccoip_socket.h"
 #include "hash/hash.h"
+#include "reduce/reduce_mem.h"
 #include "pccl.h"
 
 #define MAX_TENSORS 64
@@ -61,10 +62,10 @@ static int64_t now_ms(void) {
 }
 
 static void set_tensor(size_t i, size_t bytes, uint64_t seed) {
-    free(infos[i].data);
+    reduce_aligned_free(infos[i].data);
     snprintf(names[i], sizeof names[i], "t%zu", i);
     size_t words = (bytes + 7) / 8;
-    uint64_t *w = aligned_alloc(64, (words * 8 + 63) / 64 * 64 + 64);
+    uint64_t *w = reduce_aligned_alloc(64, (words * 8 + 63) / 64 * 64 + 64);
     pattern(w, words, seed, i);
     infos[i] = (pcclTensorInfo_t){names[i], w, bytes / 4, pcclFloat, pcclDeviceCpu, infos[i].allow_content_inequality};
 }
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
             pcclResult_t r = pcclArePeersPending(comm, &pending);
             printf("pending %d %d\n", (int) r, (int) pending);
         } else if (sscanf(line, "tensors %llu %llu %llu", &a, &b, &c) == 3 && a <= MAX_TENSORS) {
-            for (size_t i = 0; i < ntensors; i++) free(infos[i].data), infos[i].data = NULL;
+            for (size_t i = 0; i < ntensors; i++) reduce_aligned_free(infos[i].data), infos[i].data = NULL;
             memset(infos, 0, sizeof infos);
             ntensors = a;
             for (size_t i = 0; i < ntensors; i++) set_tensor(i, b, c);
@@ -165,7 +166,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     pcclDestroyCommunicator(comm);
-    for (size_t i = 0; i < ntensors; i++) free(infos[i].data);
+    for (size_t i = 0; i < ntensors; i++) reduce_aligned_free(infos[i].data);
     printf("bye\n");
     fflush(stdout);
     return 0;

@@ -1,0 +1,58 @@
+# win.mk: the Windows cross build's compile and link steps (mingw-w64), driven by win_build.sh,
+# which passes OUT, UV (libuv for Windows), LIB_SRCS (the library's sources, from the BUILD
+# files) and XXH (a folder holding xxhash.h). Objects are rebuilt when a header they read changes
+# (-MMD). Products: OUT/bin, OUT/lib, OUT/include, and the test clients in OUT/tests.
+
+CC := x86_64-w64-mingw32-gcc
+AR := x86_64-w64-mingw32-ar
+# -ffp-contract=off as reduce/ has it on Linux: the same IEEE operations give the same bits.
+# _WIN32_WINNT 0x0A00: Windows 10 (CancelIoEx, WSAPoll, WaitOnAddress). gnu_printf and
+# __USE_MINGW_ANSI_STDIO: msvcrt's printf has no %zu.
+CFLAGS := -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
+	-DPCCL_BUILDING_SHARED -DXXH_INLINE_ALL -ffp-contract=off -I. -Iinclude -I$(UV)/include -I$(XXH) -MMD -MP
+# libuv's and the library's system imports; winpthreads and libgcc linked in statically, so the
+# DLL and the executables need only system DLLs.
+SYSLIBS := -lws2_32 -lsynchronization -liphlpapi -luserenv -lpsapi -ldbghelp -lole32 -luuid -lshell32 -luser32 -ladvapi32
+STATIC_RT := -static-libgcc -Wl,-Bstatic -lwinpthread -Wl,-Bdynamic
+
+OBJ := $(OUT)/obj
+LIB_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS))
+MASTER_OBJ := $(OBJ)/ccoip/master/master_main.o
+TEST_OBJS := $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduce/ar_ref.o $(OBJ)/tests/shared_state/ss_peer.o
+
+all: $(OUT)/lib/libpccl.a $(OUT)/lib/pccl.dll $(OUT)/bin/pccl-master.exe $(OUT)/tests/ar_peer.exe \
+	$(OUT)/tests/ss_peer.exe $(OUT)/include/pccl.h $(OUT)/include/ccoip_inet.h
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/lib/libpccl.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
+
+# Only PCCL_EXPORT functions leave the DLL (any dllexport switches off exporting everything).
+$(OUT)/lib/pccl.dll: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(LIB_OBJS) -Wl,--out-implib,$(OUT)/lib/libpccl.dll.a $(UV)/lib/libuv.a $(STATIC_RT) $(SYSLIBS)
+
+$(OUT)/bin/pccl-master.exe: $(MASTER_OBJ) $(OUT)/lib/libpccl.a
+	@mkdir -p $(dir $@)
+	$(CC) -static -o $@ $(MASTER_OBJ) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+
+# The test clients: ar_peer through the DLL (public API only), ss_peer statically (it also uses
+# internal helpers).
+$(OUT)/tests/ar_peer.exe: $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduce/ar_ref.o $(OUT)/lib/pccl.dll
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduce/ar_ref.o $(OUT)/lib/libpccl.dll.a $(STATIC_RT)
+	cp -f $(OUT)/lib/pccl.dll $(OUT)/tests/
+
+$(OUT)/tests/ss_peer.exe: $(OBJ)/tests/shared_state/ss_peer.o $(OUT)/lib/libpccl.a
+	@mkdir -p $(dir $@)
+	$(CC) -static -o $@ $< $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+
+$(OUT)/include/%.h: include/%.h
+	@mkdir -p $(dir $@)
+	cp -f $< $@
+
+-include $(LIB_OBJS:.o=.d) $(MASTER_OBJ:.o=.d) $(TEST_OBJS:.o=.d)

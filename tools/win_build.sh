@@ -1,0 +1,35 @@
+#!/bin/sh
+# win_build.sh [OUT]: cross-builds libpccl and pccl-master for Windows (x86-64) with mingw-w64
+# into OUT (default build/win): bin/pccl-master.exe, lib/pccl.dll with its import library
+# lib/libpccl.dll.a, the static lib/libpccl.a, include/, and the test clients in tests/.
+# The sources are the library's as the BUILD files list them (bazel query), with each platform
+# family (X_linux.c, X_darwin.c, X_posix.c, X_win32.c) reduced to its X_win32.c; CUDA stays off.
+# libuv comes from tools/win_libuv.sh (Debian's source package, built once into .cache/).
+set -eu
+out=${1:-build/win}
+cd "$(dirname "$0")/.."
+for t in x86_64-w64-mingw32-gcc cmake; do
+    command -v "$t" >/dev/null 2>&1 || { echo "win_build: $t missing (tools/deps.sh installs it)" >&2; exit 1; }
+done
+sh tools/win_libuv.sh .cache
+
+all=$(bazel query --noshow_progress 'kind("source file", deps(//:pccl_all))' 2>/dev/null |
+      sed -n 's|^//\([^@]*\):\(.*\.c\)$|\1/\2|p' | sed 's|^/||')
+[ -n "$all" ] || { echo "win_build: bazel query listed no sources" >&2; exit 1; }
+srcs=""
+for f in $all; do
+    case $f in
+    */cuda_table_cuda.c) continue ;;                 # the CUDA flavour: not on Windows
+    *_linux.c | *_darwin.c | *_posix.c)
+        w=$(echo "$f" | sed 's/_[a-z]*\.c$/_win32.c/')
+        echo "$all" | grep -qx "$w" || { echo "win_build: $f has no Windows body ($w)" >&2; exit 1; }
+        continue ;;
+    esac
+    srcs="$srcs $f"
+done
+
+xxh=.cache/xxhash
+mkdir -p "$xxh"
+cmp -s /usr/include/xxhash.h "$xxh/xxhash.h" || cp /usr/include/xxhash.h "$xxh/xxhash.h"
+make --no-print-directory -s -j "$(nproc)" -f tools/win.mk OUT="$out" UV=.cache/libuv-win XXH="$xxh" LIB_SRCS="$srcs"
+echo "built: $out/bin/pccl-master.exe $out/lib/pccl.dll $out/lib/libpccl.dll.a $out/lib/libpccl.a $out/include"
