@@ -6,7 +6,7 @@ VERSION := 0.1.0
 BAZEL ?= bazel
 DEPS := sh tools/deps.sh
 
-.PHONY: all build deps test test-asan test-tsan bench install demo fuzz clean gpu-pack test-gpu bench-gpu chaos
+.PHONY: all build windows deps test test-asan test-tsan bench install demo fuzz clean gpu-pack test-gpu bench-gpu chaos
 
 all: build
 
@@ -27,9 +27,14 @@ build: deps
 	@# The CUDA flavour into build/cuda/ when nvcc is there (one skip line when it is not).
 	@sh tools/cuda_build.sh
 
+# Windows (x86-64), cross-built with mingw-w64 into build/win/ (bin/, lib/, include/ as above;
+# tests/ holds the test clients the wine tests run). docs/platforms.md says how and why.
+windows: deps
+	@sh tools/win_build.sh build/win
+
 # The CUDA flavour's tests first (compiled even without a GPU; skipped without nvcc), so that
 # the last line stays the summary of every other test.
-test: build
+test: build windows
 	@sh tools/cuda_tests.sh; c=$$?; sh tools/run_tests.sh; r=$$?; [ $$c -eq 0 ] && [ $$r -eq 0 ]
 
 test-asan: deps

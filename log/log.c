@@ -58,6 +58,9 @@ void log_write(log_level_t level, const char *module, const char *fmt, ...) {
     va_end(ap);
     size_t len = (size_t) n + (m < 0 ? 0 : (m > 1023 ? 1023 : (size_t) m));
     line[len++] = '\n';
-    /* One fwrite per line keeps lines from different threads whole. */
+    /* One fwrite per line keeps lines from different threads whole. The flush: Windows' CRT
+     * buffers stderr when it is a file or a pipe, and a killed process would lose its last lines
+     * (a no-op where stderr is unbuffered). */
     fwrite(line, 1, len, stderr);
+    fflush(stderr);
 }

@@ -4,7 +4,7 @@
 # //tests/deps:deps_test fails when the tree uses a package this list lacks (docs/dependencies.md).
 set -eu
 PACKAGES="bazel-bootstrap libuv1-dev libxxhash-dev libsodium-dev libssl-dev libnetfilter-queue-dev gcc g++ clang libclang-rt-14-dev pkg-config
-  make mingw-w64 wine cmake autoconf automake libtool python3-matplotlib iproute2 iptables procps bsdextrautils gdb
+  make mingw-w64 wine cmake patch autoconf automake libtool python3-matplotlib iproute2 iptables procps bsdextrautils gdb
   python3-numpy python3-torch python3-cffi python3-pytest python3-sklearn
   python3-pip python3-setuptools python3-wheel"
 [ $# -gt 0 ] && PACKAGES="$*"

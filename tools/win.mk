@@ -20,7 +20,17 @@ LIB_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(LIB_SRCS))
 MASTER_OBJ := $(OBJ)/ccoip/master/master_main.o
 TEST_OBJS := $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduce/ar_ref.o $(OBJ)/tests/shared_state/ss_peer.o
 
-all: $(OUT)/lib/libpccl.a $(OUT)/lib/pccl.dll $(OUT)/bin/pccl-master.exe $(OUT)/tests/ar_peer.exe \
+# The unit tests that need no Linux-only feature (tests/win/win_unit_test.sh runs them under
+# wine): DIR/NAME for tests/DIR/NAME.c; linked statically with the in-memory link.
+UNIT_TESTS := reduce/half_test reduce/kernels_test reduce/quant_test reduce/ring_abort_test reduce/ring_big_test \
+	reduce/ring_stage_test hash/hash_vectors_test ccoip/codec_test shared_state/ss_codec_test \
+	topology/topo_codec_test topology/topo_solver_test master_status/status_render_test
+UNIT_EXES := $(foreach t,$(UNIT_TESTS),$(OUT)/tests/unit/$(notdir $(t)).exe)
+MEMLINK := $(OBJ)/reduce/reduce_memlink.o
+EXTRA_hash_vectors_test := $(OBJ)/tests/hash/simple_naive.o
+TEST_OBJS += $(MEMLINK) $(EXTRA_hash_vectors_test) $(foreach t,$(UNIT_TESTS),$(OBJ)/tests/$(t).o)
+
+all: $(UNIT_EXES) $(OUT)/lib/libpccl.a $(OUT)/lib/pccl.dll $(OUT)/bin/pccl-master.exe $(OUT)/tests/ar_peer.exe \
 	$(OUT)/tests/ss_peer.exe $(OUT)/include/pccl.h $(OUT)/include/ccoip_inet.h
 
 $(OBJ)/%.o: %.c
@@ -50,6 +60,13 @@ $(OUT)/tests/ar_peer.exe: $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduc
 $(OUT)/tests/ss_peer.exe: $(OBJ)/tests/shared_state/ss_peer.o $(OUT)/lib/libpccl.a
 	@mkdir -p $(dir $@)
 	$(CC) -static -o $@ $< $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+
+define unit_rule
+$(OUT)/tests/unit/$(notdir $(1)).exe: $(OBJ)/tests/$(1).o $(MEMLINK) $(EXTRA_$(notdir $(1))) $(OUT)/lib/libpccl.a
+	@mkdir -p $$(dir $$@)
+	$(CC) -static -o $$@ $$< $(MEMLINK) $(EXTRA_$(notdir $(1))) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+endef
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_rule,$(t))))
 
 $(OUT)/include/%.h: include/%.h
 	@mkdir -p $(dir $@)

@@ -10,3 +10,6 @@ export WINEPREFIX="${TMPDIR:-/tmp}/pccl-wine-$(id -u)"
         wineboot -i >/dev/null 2>&1 && wineserver -w && touch "$WINEPREFIX/.pccl-ready"
     fi
 ) 9>"${TMPDIR:-/tmp}/pccl-wine-$(id -u).lock"
+# One server for the run, kept 20 s after its last client: wine programs started one after the
+# other skip the server's start, and none meets a server that is shutting down.
+wineserver -p20 >/dev/null 2>&1 || true
