@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     ccoip_master_options_t opt;
     ccoip_master_default_options(&opt);
     if (getenv("PCCL_LOG_LEVEL") == NULL) log_set_level(LOG_LEVEL_INFO);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value (--help returns) */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
@@ -104,7 +104,6 @@ int main(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
-        i++;
     }
     ccoip_auth_key_t key;
     if (secret_file != NULL && (!ccoip_auth_init() || !ccoip_secret_load_key(secret_file, &key))) return 1;

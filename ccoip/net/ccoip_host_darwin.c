@@ -8,6 +8,10 @@
 
 #include "log/log.h"
 
+#ifndef OPEN_MAX
+#define OPEN_MAX 10240 /* macOS's <sys/syslimits.h> (through <limits.h>); absent from Linux headers */
+#endif
+
 void ccoip_raise_fd_limit(void) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;

@@ -1,0 +1,2 @@
+/* stand-in: see mach.h */
+#include <mach/mach.h>
