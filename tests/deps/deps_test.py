@@ -40,6 +40,10 @@ INDIRECT = {
 ALLOWED = {
     ("header", "windows.h"): "the Win32 API: only mingw-w64's cross compiler (deps.sh installs mingw-w64) "
                              "sees it, for threadpark_win32.c and tt_thread.h's _WIN32 branch",
+    ("header", "winsock2.h"): "Winsock: only mingw-w64's cross compiler sees it, in ccoip/net/ccoip_sys.h's _WIN32 "
+                              "branch (make windows)",
+    ("header", "ws2tcpip.h"): "Winsock: only mingw-w64's cross compiler sees it, in ccoip/net/ccoip_sys.h's _WIN32 "
+                              "branch (make windows)",
     ("header", "cuda_runtime.h"): "the CUDA toolkit (NVIDIA's installer, not Debian): nvcc only, optional",
     ("header", "cub/*"): "the CUDA toolkit (NVIDIA's installer, not Debian): nvcc only, optional",
     ("command", "nvidia-smi"): "the NVIDIA driver's tool, on GPU machines; tools/gpu_run_*.sh go on without it",

@@ -1,2 +1,2 @@
 /* stand-in: see mach.h */
-#include <mach/mach.h>
+#include "mach.h"
