@@ -10,7 +10,10 @@ import os
 import threading
 from pathlib import Path
 
-LIBRARY_NAME = "libpccl.so"
+# Windows: `make windows` builds pccl.dll into build/win/lib (docs/platforms.md).
+WINDOWS = os.name == "nt"
+LIBRARY_NAME = "pccl.dll" if WINDOWS else "libpccl.so"
+BUILD_LIB = Path("build", "win", "lib") if WINDOWS else Path("build", "lib")
 
 # ---- ccoip_inet.h ------------------------------------------------------------------------------
 INET_IPV4 = 0
@@ -144,8 +147,9 @@ class SymbolMissing(Exception):
 
 
 def _candidates():
-    """Where libpccl.so may be, in order: PCCL_LIBRARY, the package directory, the repository's
-    build/lib (when running from a source checkout), the system's library path."""
+    """Where libpccl.so (pccl.dll) may be, in order: PCCL_LIBRARY, the package directory, the
+    repository's build/lib (build/win/lib; when running from a source checkout), the system's
+    library path."""
     env = os.environ.get("PCCL_LIBRARY")
     if env:
         p = Path(env)
@@ -155,7 +159,7 @@ def _candidates():
     yield "the package directory", here / LIBRARY_NAME
     repo = here.parent.parent
     if (repo / "include" / "pccl.h").is_file():
-        yield "the repository's build/lib", repo / "build" / "lib" / LIBRARY_NAME
+        yield "the repository's " + BUILD_LIB.as_posix(), repo / BUILD_LIB / LIBRARY_NAME
     found = ctypes.util.find_library("pccl")
     if found:
         yield "the system library path", Path(found)
@@ -170,6 +174,10 @@ class Library:
         for where, path in _candidates():
             if where == "the system library path" or path.is_file():
                 try:
+                    if WINDOWS and path.is_file():
+                        # Python 3.8+ on Windows looks for a DLL's own imports only in the
+                        # system's folders and those added here, not in PATH.
+                        os.add_dll_directory(str(path.resolve().parent))
                     self.cdll = ctypes.CDLL(str(path))
                     self.path = str(path)
                     self.found_in = where
@@ -181,8 +189,9 @@ class Library:
             else:
                 tried.append(f"{path} ({where}): no such file")
         if self.cdll is None:
-            raise OSError("pccl: cannot load libpccl.so; tried:\n  " + "\n  ".join(tried) +
-                          "\nBuild it (`make build` in the repository) or set PCCL_LIBRARY to its path.")
+            raise OSError(f"pccl: cannot load {LIBRARY_NAME}; tried:\n  " + "\n  ".join(tried) +
+                          f"\nBuild it (`make {'windows' if WINDOWS else 'build'}` in the repository) or set PCCL_LIBRARY "
+                          "to its path.")
         self._fns = {}
         self._lock = threading.Lock()
 
