@@ -37,9 +37,14 @@ $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUT)/lib/libpccl.a: $(LIB_OBJS)
+$(OUT)/lib/libpccl.a: $(LIB_OBJS) $(OUT)/lib/libuv.a
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
+
+# Beside the static library, which needs it (the DLL and the executables carry their own copy).
+$(OUT)/lib/libuv.a: $(UV)/lib/libuv.a
+	@mkdir -p $(dir $@)
+	cp -f $< $@
 
 # Only PCCL_EXPORT functions leave the DLL (any dllexport switches off exporting everything).
 $(OUT)/lib/pccl.dll: $(LIB_OBJS)

@@ -15,7 +15,7 @@ exe="$root/build/win/tests/unit/$name.exe"
 [ -f "$exe" ] || { echo "FAIL: $exe missing: run 'make windows' first (make test does)"; exit 1; }
 src=$(find "$root/tests" -name "$name.c" | head -n 1)
 stale=$(find "$root/ccoip" "$root/reduce" "$root/log" "$root/hash" "$root/threadpark" "$root/include" $src \
-    -name '*.[ch]' -newer "$exe" 2>/dev/null | head -n 3)
+    -name '*.[ch]' -newer "$root/build/win/.built" 2>/dev/null | head -n 3)
 [ -z "$stale" ] || { echo "FAIL: $exe is older than $stale: run 'make windows'"; exit 1; }
 
 . "$root/tests/win/wine_env.sh"

@@ -1,15 +1,23 @@
-# wine_env.sh (sourced): one WINEPREFIX per user under /tmp, shared by the wine tests of a run:
-# its first start costs ~7 s, later ones ~1 s. Made under a lock (tests run in parallel), and
-# replaced when a half-made one is found.
+# wine_env.sh (sourced): the wine prefix of a test. By default one per user under /tmp, shared
+# by the wine tests of a run: its first start costs ~7 s, later ones ~1 s; made under a lock
+# (tests run in parallel) and replaced when a half-made one is found. WINE_OWN_PREFIX=1: a prefix
+# (and so a wine server) of this test's own, under TEST_TMPDIR: the mixed runs, whose wine
+# programs stalled, and twice hung, while another test's programs loaded a shared server
+# (docs/platforms.md).
 export WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
-export WINEPREFIX="${TMPDIR:-/tmp}/pccl-wine-$(id -u)"
+if [ "${WINE_OWN_PREFIX:-0}" = 1 ] && [ -n "${TEST_TMPDIR:-}" ]; then
+    base="$TEST_TMPDIR"
+else
+    base="${TMPDIR:-/tmp}"
+fi
+export WINEPREFIX="$base/pccl-wine-$(id -u)"
 (
     flock 9
     if [ ! -f "$WINEPREFIX/.pccl-ready" ]; then
         rm -rf "$WINEPREFIX"
         wineboot -i >/dev/null 2>&1 && wineserver -w && touch "$WINEPREFIX/.pccl-ready"
     fi
-) 9>"${TMPDIR:-/tmp}/pccl-wine-$(id -u).lock"
-# One server for the run, kept 20 s after its last client: wine programs started one after the
+) 9>"$base/pccl-wine-$(id -u).lock"
+# One server for the prefix, kept 20 s after its last client: wine programs started one after the
 # other skip the server's start, and none meets a server that is shutting down.
 wineserver -p20 >/dev/null 2>&1 || true
