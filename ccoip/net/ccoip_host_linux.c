@@ -2,6 +2,11 @@
  * buffer ceilings and TCP_CONGESTION. */
 #include "ccoip/net/ccoip_sys.h"
 
+#include "ccoip/net/ccoip_os.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
 #include <limits.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -53,4 +58,10 @@ static void pick_congestion_control(int fd) {
 void ccoip_sock_tune_data_link(int fd, bool same_host) {
     widen_sndbuf(fd);
     if (same_host) pick_congestion_control(fd);
+}
+
+void ccoip_os_name_thread(const char *name) {
+    char cut[16];
+    snprintf(cut, sizeof cut, "%s", name); /* linux refuses names over 15 bytes */
+    pthread_setname_np(pthread_self(), cut);
 }

@@ -1,5 +1,5 @@
-/* ccoip_os.h: process-level bits the pccl-master program needs, SIGPIPE, and thread names
- * (ccoip_os_posix.c, ccoip_os_win32.c). */
+/* ccoip_os.h: process-level bits the pccl-master program needs, SIGPIPE (ccoip_os_posix.c,
+ * ccoip_os_win32.c), and thread names (ccoip_host_{linux,darwin,win32}.c: one call per kernel). */
 #ifndef CCOIP_OS_H
 #define CCOIP_OS_H
 

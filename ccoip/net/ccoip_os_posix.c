@@ -19,16 +19,6 @@ void ccoip_os_block_termination_signals(void) {
     pthread_sigmask(SIG_BLOCK, &s, NULL);
 }
 
-void ccoip_os_name_thread(const char *name) {
-#if defined(__APPLE__)
-    pthread_setname_np(name); /* darwin names only the calling thread */
-#else
-    char cut[16];
-    snprintf(cut, sizeof cut, "%s", name); /* linux refuses names over 15 bytes */
-    pthread_setname_np(pthread_self(), cut);
-#endif
-}
-
 void ccoip_os_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
 int ccoip_os_wait_termination_signal(void) {

@@ -3,9 +3,7 @@
  * waiting thread sleeps on. */
 #include "ccoip/net/ccoip_os.h"
 
-#include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
 #include <windows.h>
 
 static HANDLE stop_event;
@@ -34,9 +32,3 @@ void ccoip_os_thread_block_sigpipe(void) {}
 void ccoip_os_ignore_sigpipe(void) {}
 
 void ccoip_os_run_without_sigpipe(void (*fn)(void *), void *arg) { fn(arg); }
-
-void ccoip_os_name_thread(const char *name) {
-    char cut[16];
-    snprintf(cut, sizeof cut, "%s", name); /* the same 15 bytes as on Linux */
-    pthread_setname_np(pthread_self(), cut); /* winpthreads': debuggers and Process Explorer show it */
-}
