@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
@@ -34,7 +35,7 @@ uint32_t pprof_tid(void) {
         tid = (uint32_t) syscall(SYS_gettid);
 #else
         static _Atomic uint32_t next = 1;
-        tid = (uint32_t) getpid() * 1000u + __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+        tid = (uint32_t) getpid() * 1000u + atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
 #endif
     }
     return tid;

@@ -31,7 +31,7 @@ EXTRA_hash_vectors_test := $(OBJ)/tests/hash/simple_naive.o
 TEST_OBJS += $(MEMLINK) $(EXTRA_hash_vectors_test) $(foreach t,$(UNIT_TESTS),$(OBJ)/tests/$(t).o)
 
 all: $(UNIT_EXES) $(OUT)/lib/libpccl.a $(OUT)/lib/pccl.dll $(OUT)/bin/pccl-master.exe $(OUT)/tests/ar_peer.exe \
-	$(OUT)/tests/ss_peer.exe $(OUT)/include/pccl.h $(OUT)/include/ccoip_inet.h
+	$(OUT)/tests/ss_peer.exe $(OUT)/include/pccl.h $(OUT)/include/ccoip_inet.h $(OUT)/include/pccl_profiler.h
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)

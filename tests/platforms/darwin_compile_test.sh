@@ -16,7 +16,7 @@ here=$(readlink -f "$0")
 root=${here%/tests/platforms/darwin_compile_test.sh}
 cd "$root" || exit 1
 files=""
-for f in ccoip/*/*.c reduce/*.c log/*.c hash/*.c threadpark/*.c cuda/*.c; do
+for f in ccoip/*/*.c reduce/*.c log/*.c hash/*.c threadpark/*.c cuda/*.c profiler/*.c; do
     case $f in
     *_linux.c | *_win32.c | */cuda_table_cuda.c) continue ;;
     *_posix.c) [ -f "${f%_posix.c}_darwin.c" ] && continue ;;
