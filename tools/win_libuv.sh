@@ -48,10 +48,16 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 TC
 echo "win_libuv: building libuv for Windows (mingw-w64)" >&2
-cmake -S "$tree" -B "$work/out" -DCMAKE_TOOLCHAIN_FILE="$work/mingw.cmake" \
-    -DCMAKE_BUILD_TYPE=Release -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF \
-    -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
-cmake --build "$work/out" --target uv_a -j "$(nproc)" >/dev/null
+# libuv's own warnings are not ours: the log is shown only when the build fails.
+log="$cache/libuv-build.log"
+if ! { cmake -S "$tree" -B "$work/out" -DCMAKE_TOOLCHAIN_FILE="$work/mingw.cmake" \
+        -DCMAKE_BUILD_TYPE=Release -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF \
+        -DCMAKE_INSTALL_PREFIX="$prefix" &&
+       cmake --build "$work/out" --target uv_a -j "$(nproc)"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "win_libuv: the libuv build failed (log: $log)" >&2
+    exit 1
+fi
 rm -rf "$prefix"
 mkdir -p "$prefix/lib"
 cp -r "$tree/include" "$prefix/include"
