@@ -1,5 +1,5 @@
 # win.mk: the Windows cross build's compile and link steps (mingw-w64), driven by win_build.sh,
-# which passes OUT, UV (libuv for Windows), LIB_SRCS (the library's sources, from the BUILD
+# which passes OUT, UV (libuv for Windows), SODIUM (libsodium for Windows), LIB_SRCS (the library's sources, from the BUILD
 # files) and XXH (a folder holding xxhash.h). Objects are rebuilt when a header they read changes
 # (-MMD). Products: OUT/bin, OUT/lib, OUT/include, and the test clients in OUT/tests.
 
@@ -9,7 +9,7 @@ AR := x86_64-w64-mingw32-ar
 # _WIN32_WINNT 0x0A00: Windows 10 (CancelIoEx, WSAPoll, WaitOnAddress). gnu_printf and
 # __USE_MINGW_ANSI_STDIO: msvcrt's printf has no %zu.
 CFLAGS := -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
-	-DPCCL_BUILDING_SHARED -DXXH_INLINE_ALL -ffp-contract=off -I. -Iinclude -I$(UV)/include -I$(XXH) -MMD -MP
+	-DPCCL_BUILDING_SHARED -DXXH_INLINE_ALL -ffp-contract=off -I. -Iinclude -I$(UV)/include -I$(SODIUM)/include -DSODIUM_STATIC -I$(XXH) -MMD -MP
 # libuv's and the library's system imports; winpthreads and libgcc linked in statically, so the
 # DLL and the executables need only system DLLs.
 SYSLIBS := -lws2_32 -lsynchronization -liphlpapi -luserenv -lpsapi -ldbghelp -lole32 -luuid -lshell32 -luser32 -ladvapi32
@@ -37,23 +37,27 @@ $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUT)/lib/libpccl.a: $(LIB_OBJS) $(OUT)/lib/libuv.a
+$(OUT)/lib/libpccl.a: $(LIB_OBJS) $(OUT)/lib/libuv.a $(OUT)/lib/libsodium.a
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
 
-# Beside the static library, which needs it (the DLL and the executables carry their own copy).
+# Beside the static library, which needs them (the DLL and the executables carry their own copy).
 $(OUT)/lib/libuv.a: $(UV)/lib/libuv.a
+	@mkdir -p $(dir $@)
+	cp -f $< $@
+
+$(OUT)/lib/libsodium.a: $(SODIUM)/lib/libsodium.a
 	@mkdir -p $(dir $@)
 	cp -f $< $@
 
 # Only PCCL_EXPORT functions leave the DLL (any dllexport switches off exporting everything).
 $(OUT)/lib/pccl.dll: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(LIB_OBJS) -Wl,--out-implib,$(OUT)/lib/libpccl.dll.a $(UV)/lib/libuv.a $(STATIC_RT) $(SYSLIBS)
+	$(CC) -shared -o $@ $(LIB_OBJS) -Wl,--out-implib,$(OUT)/lib/libpccl.dll.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a $(STATIC_RT) $(SYSLIBS)
 
 $(OUT)/bin/pccl-master.exe: $(MASTER_OBJ) $(OUT)/lib/libpccl.a
 	@mkdir -p $(dir $@)
-	$(CC) -static -o $@ $(MASTER_OBJ) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+	$(CC) -static -o $@ $(MASTER_OBJ) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a -lwinpthread $(SYSLIBS)
 
 # The test clients: ar_peer through the DLL (public API only), ss_peer statically (it also uses
 # internal helpers).
@@ -64,12 +68,12 @@ $(OUT)/tests/ar_peer.exe: $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduc
 
 $(OUT)/tests/ss_peer.exe: $(OBJ)/tests/shared_state/ss_peer.o $(OUT)/lib/libpccl.a
 	@mkdir -p $(dir $@)
-	$(CC) -static -o $@ $< $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+	$(CC) -static -o $@ $< $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a -lwinpthread $(SYSLIBS)
 
 define unit_rule
 $(OUT)/tests/unit/$(notdir $(1)).exe: $(OBJ)/tests/$(1).o $(MEMLINK) $(EXTRA_$(notdir $(1))) $(OUT)/lib/libpccl.a
 	@mkdir -p $$(dir $$@)
-	$(CC) -static -o $$@ $$< $(MEMLINK) $(EXTRA_$(notdir $(1))) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a -lwinpthread $(SYSLIBS)
+	$(CC) -static -o $$@ $$< $(MEMLINK) $(EXTRA_$(notdir $(1))) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a -lwinpthread $(SYSLIBS)
 endef
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_rule,$(t))))
 

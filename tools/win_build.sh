@@ -4,7 +4,9 @@
 # lib/libpccl.dll.a, the static lib/libpccl.a, include/, and the test clients in tests/.
 # The sources are the library's as the BUILD files list them (bazel query), with each platform
 # family (X_linux.c, X_darwin.c, X_posix.c, X_win32.c) reduced to its X_win32.c; CUDA stays off.
-# libuv comes from tools/win_libuv.sh (Debian's source package, built once into .cache/).
+# libuv and libsodium come from tools/win_libuv.sh and tools/win_libsodium.sh (Debian's source
+# packages, built once into .cache/; offline afterwards). The AEAD is libsodium's on Windows
+# (ccoip/wire/ccoip_aead_win32.c): there is no OpenSSL for mingw here.
 set -eu
 out=${1:-build/win}
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ for t in x86_64-w64-mingw32-gcc cmake; do
     command -v "$t" >/dev/null 2>&1 || { echo "win_build: $t missing (tools/deps.sh installs it)" >&2; exit 1; }
 done
 sh tools/win_libuv.sh .cache
+sh tools/win_libsodium.sh .cache
 
 all=$(bazel query --noshow_progress 'kind("source file", deps(//:pccl_all))' 2>/dev/null |
       sed -n 's|^//\([^@]*\):\(.*\.c\)$|\1/\2|p' | sed 's|^/||')
@@ -31,7 +34,7 @@ done
 xxh=.cache/xxhash
 mkdir -p "$xxh"
 cmp -s /usr/include/xxhash.h "$xxh/xxhash.h" || cp /usr/include/xxhash.h "$xxh/xxhash.h"
-make --no-print-directory -s -j "$(nproc)" -f tools/win.mk OUT="$out" UV=.cache/libuv-win XXH="$xxh" LIB_SRCS="$srcs"
+make --no-print-directory -s -j "$(nproc)" -f tools/win.mk OUT="$out" UV=.cache/libuv-win SODIUM=.cache/libsodium-win XXH="$xxh" LIB_SRCS="$srcs"
 # The wine tests compare the tree's sources with this: newer ones mean build/win is stale.
 touch "$out/.built"
-echo "built: $out/bin/pccl-master.exe $out/lib/pccl.dll $out/lib/libpccl.dll.a $out/lib/libpccl.a $out/include"
+echo "built: $out/bin/pccl-master.exe $out/lib/pccl.dll $out/lib/libpccl.dll.a $out/lib/libpccl.a (with libuv.a, libsodium.a beside it) $out/include"

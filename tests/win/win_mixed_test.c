@@ -12,7 +12,12 @@
  *              receives it bit for bit; then a Windows peer serves a Linux newcomer.
  *   master     pccl-master.exe under wine, three Linux peers: admission, all-reduce, a peer
  *              killed and the retry with 2, then Ctrl-C (SIGINT, which wine turns into the console
- *              event): a clean exit with status 0. */
+ *              event): a clean exit with status 0.
+ *   secure     the run secret and encryption across platforms: a Linux master with --secret-file
+ *              and --encrypt, every peer with PCCL_SECRET_FILE and PCCL_ENCRYPT=1 (Linux peers seal
+ *              with OpenSSL, Windows ones with libsodium: the same cipher and records); the mixed
+ *              ring's all-reduces bit-identical, then the shared-state exchange of `shared`
+ *              (sealed transfers both ways); a Windows peer with another secret is refused. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -94,9 +99,13 @@ static void drop(ard_t *a, int i) {
  * once): the mixed rings run with a 3 s heartbeat timeout, so that such a kill is noticed soon. */
 #define HEARTBEAT_MS 3000
 
+/* The Linux master's options: the heartbeat timeout (mixed rings), and in `secure` the secret. */
+static const char *mixed_extra[8] = {"--heartbeat-timeout-ms", "3000", NULL};
+static const char *const *shared_extra = NULL;
+
 /* A Linux master and the ring Linux, Windows, Linux, Windows. */
 static void start_mixed(ard_t *a) {
-    static const char *const extra[] = {"--heartbeat-timeout-ms", "3000", NULL};
+    const char *const *extra = mixed_extra;
     memset(a, 0, sizeof *a);
     a->next_seed = a->next_tag = 1;
     h_stderr_path = "/dev/null"; /* the master's info log */
@@ -188,7 +197,7 @@ static int shared(void) {
     char line[256];
     h_proc_t m, peer[4];
     h_stderr_path = "/dev/null";
-    int port = h_start_master(&m, linux_master, NULL);
+    int port = h_start_master(&m, linux_master, shared_extra);
     REQUIRE(port > 0);
     ss_start_peers(peer, 2, linux_ss, port);
     h_proc_t *p[4] = {&peer[0], &peer[1], &peer[2], &peer[3]};
@@ -262,9 +271,61 @@ static int master(void) {
     return check_exit();
 }
 
+static int secure(void) {
+    char secret[600], other[600];
+    snprintf(secret, sizeof secret, "%s/run.secret", tmpdir);
+    snprintf(other, sizeof other, "%s/other.secret", tmpdir);
+    FILE *f = fopen(secret, "w");
+    REQUIRE(f != NULL);
+    fprintf(f, "win-mixed-test-secret-0123456789abcdef\n");
+    fclose(f);
+    f = fopen(other, "w");
+    REQUIRE(f != NULL);
+    fprintf(f, "not-the-run-secret-0123456789abcdef\n");
+    fclose(f);
+    REQUIRE(chmod(secret, 0600) == 0 && chmod(other, 0600) == 0);
+    /* The peers (Linux and wine) inherit these; wine maps the absolute path to its Z: drive. */
+    setenv("PCCL_SECRET_FILE", secret, 1);
+    setenv("PCCL_ENCRYPT", "1", 1);
+    mixed_extra[2] = "--secret-file";
+    mixed_extra[3] = secret;
+    mixed_extra[4] = "--encrypt";
+    mixed_extra[5] = NULL;
+    ard_t a;
+    uint64_t t0 = ard_now_us();
+    start_mixed(&a);
+    fprintf(stderr, "secure: sealed ring of 2 Linux + 2 Windows peers up in %.1f s\n",
+            (double) (ard_now_us() - t0) / 1e6);
+    REQUIRE(run_one(&a, pcclFloat, pcclSum, 1, AR_EXACT, 0, 60000));
+    REQUIRE(run_one(&a, pcclFloat, pcclSum, 65537, AR_RANDOM, 1, 60000));
+    REQUIRE(run_one(&a, pcclInt32, pcclMax, 1000003, AR_EXACT, 0, 60000));
+    REQUIRE(run_one(&a, pcclFloat, pcclSum, (16u << 20) / 4, AR_RANDOM, 0, 120000));
+    REQUIRE(run_one(&a, pcclDouble, pcclAvg, (16u << 20) / 8 + 1, AR_RANDOM, 1, 120000));
+    fprintf(stderr, "secure: 5 sealed all-reduces bit-identical on all 4 after %.1f s\n",
+            (double) (ard_now_us() - t0) / 1e6);
+    /* A Windows peer with another secret: the master refuses it, the ring stays at 4. */
+    h_proc_t stranger;
+    char port[16], line[256];
+    snprintf(port, sizeof port, "%d", a.port);
+    char *argv[] = {win_ar, port, NULL};
+    setenv("PCCL_SECRET_FILE", other, 1);
+    REQUIRE(h_spawn(&stranger, argv));
+    setenv("PCCL_SECRET_FILE", secret, 1);
+    int res = h_call(&stranger, "connect", line, sizeof line, 60000);
+    fprintf(stderr, "secure: a Windows peer with another secret: pcclConnect -> %d (%s)\n", res, line);
+    CHECK_EQ_U64(res, 6); /* pcclMasterConnectionFailed, as tests/security:secret_test expects on Linux */
+    h_send(&stranger, "quit");
+    h_wait(&stranger, 10000);
+    REQUIRE(run_one(&a, pcclFloat, pcclSum, 4099, AR_EXACT, 1, 60000));
+    ard_stop(&a);
+    shared_extra = (const char *const *) mixed_extra;
+    if (check_failures > 0) return check_exit();
+    return shared();
+}
+
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: win_mixed_test allreduce|kill|shared|master LINUX_MASTER LINUX_AR_PEER LINUX_SS_PEER WIN_DIR\n");
+        fprintf(stderr, "usage: win_mixed_test allreduce|kill|shared|master|secure LINUX_MASTER LINUX_AR_PEER LINUX_SS_PEER WIN_DIR\n");
         return 2;
     }
     linux_master = argv[2];
@@ -284,6 +345,7 @@ int main(int argc, char **argv) {
                         : strcmp(argv[1], "kill") == 0    ? kill_trials
                         : strcmp(argv[1], "shared") == 0  ? shared
                         : strcmp(argv[1], "master") == 0  ? master
+                        : strcmp(argv[1], "secure") == 0  ? secure
                                                           : NULL;
     if (mode == NULL) {
         fprintf(stderr, "win_mixed_test: unknown mode %s\n", argv[1]);
