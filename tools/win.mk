@@ -1,6 +1,6 @@
 # win.mk: the Windows cross build's compile and link steps (mingw-w64), driven by win_build.sh,
-# which passes OUT, UV (libuv for Windows), SODIUM (libsodium for Windows), LIB_SRCS (the library's sources, from the BUILD
-# files) and XXH (a folder holding xxhash.h). Objects are rebuilt when a header they read changes
+# which passes OUT, UV (libuv for Windows), SODIUM (libsodium for Windows), LIB_SRCS (the
+# library's sources, from the BUILD files) and XXH (a folder holding xxhash.h). Objects are rebuilt when a header they read changes
 # (-MMD). Products: OUT/bin, OUT/lib, OUT/include, and the test clients in OUT/tests.
 
 CC := x86_64-w64-mingw32-gcc
