@@ -85,6 +85,9 @@ uint64_t fp_combine(const uint64_t *batch_hashes, size_t n);
 /* The CPU reference: every `exact` function, on `threads` threads (0: one per core). */
 pcclResult_t fp_cpu_fingerprint(pcclDeterminismFingerprint_t *fp, uint32_t flags, int threads);
 
+/* Online CPUs (at least 1): the default thread count of fp_cpu_fingerprint (fingerprint_os_*.c). */
+int fp_online_cpus(void);
+
 /* Compares b (a newcomer) with a (the reference), writing into why (NUL-terminated, truncated
  * to n) the functions whose hashes differ or that one of them lacks ("expf, logf"). Returns the
  * number of such functions; -1 when they cannot be compared (other input sets). */

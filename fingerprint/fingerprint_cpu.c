@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fingerprint/fingerprint.h"
 #include "hash/hash.h"
@@ -105,8 +104,7 @@ pcclResult_t fp_cpu_fingerprint(pcclDeterminismFingerprint_t *fp, uint32_t flags
     fp_init(fp, flags | PCCL_FINGERPRINT_CPU);
     snprintf(fp->device, sizeof fp->device, "cpu");
     if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int) n : 1;
+        threads = fp_online_cpus();
     }
     if (threads > 64) threads = 64;
     uint64_t batch = (uint64_t) 1 << FP_BATCH_LOG2, most = fp_ninputs(quick) < batch ? fp_ninputs(quick) : batch;
