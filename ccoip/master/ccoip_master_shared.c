@@ -365,7 +365,7 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
 static void finish(ccoip_master_state_t *st, uint32_t group) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (!is_member(c, group)) continue;
+        if (!is_member(c, group) || phase_of(c) != SS_DONE) continue; /* the sync's participants */
         ccoip_mss_t *s = c->ss;
         if (s->status == CCOIP_SS_OK && s->reported_ok) {
             s->has_rev = true;
@@ -381,19 +381,22 @@ static void finish(ccoip_master_state_t *st, uint32_t group) {
     }
 }
 
-/* Moves the group's sync on when every member is at the same point. */
+/* Moves the group's sync on: elected when every member waits in it, finished when every member
+ * it answered has reported. A member that came into the group after the election (a REJOIN after
+ * a master restart) takes no part in that sync: waiting for it would stall the others. */
 static void evaluate(ccoip_master_state_t *st, uint32_t group) {
-    size_t members = 0, waiting = 0, done = 0;
+    size_t members = 0, waiting = 0, answered = 0, done = 0;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!is_member(c, group)) continue;
         members++;
         waiting += phase_of(c) == SS_WAITING;
+        answered += phase_of(c) == SS_ANSWERED;
         done += phase_of(c) == SS_DONE;
     }
     if (members == 0) return;
     if (waiting == members) elect(st, group);
-    else if (done == members) finish(st, group);
+    else if (done > 0 && answered == 0) finish(st, group);
 }
 
 /* RESULT(stale) to c alone, which stays idle: a member of its group is in a vote, so the sync
