@@ -1,4 +1,5 @@
-/* ccoip_addr.c: socket addresses, parsing and printing: the same on every platform. */
+/* ccoip_addr.c: socket addresses, parsing and printing, and the iov bookkeeping of gathered
+ * sends: the same on every platform. */
 #include "ccoip/net/ccoip_sys.h"
 
 #include <stdio.h>
@@ -105,4 +106,16 @@ bool ccoip_sockaddr_same_host(const struct sockaddr_storage *a, const struct soc
         return memcmp(y, one, 16) == 0 || memcmp(x, y, 16) == 0;
     }
     return false;
+}
+
+void ccoip_iov_consume(ccoip_iov_t **iov, int *n, size_t k) {
+    while (*n > 0 && k >= (*iov)->len) {
+        k -= (*iov)->len;
+        (*iov)++;
+        (*n)--;
+    }
+    if (*n > 0) {
+        (*iov)->base = (uint8_t *) (*iov)->base + k;
+        (*iov)->len -= k;
+    }
 }

@@ -48,6 +48,9 @@ typedef struct ccoip_iov {
     size_t len;
 } ccoip_iov_t;
 ccoip_status_t ccoip_sock_sendv_all(int fd, ccoip_iov_t *iov, int n, bool more);
+/* After a partial send of k bytes: drops the entries sent whole, advances the first one left
+ * (shared by every platform's sendv_all, ccoip_addr.c). */
+void ccoip_iov_consume(ccoip_iov_t **iov, int *n, size_t k);
 
 /* Receives exactly n bytes. deadline_ms < 0: no deadline (a thread that waits like that is
  * released by ccoip_sock_shutdown). CCOIP_ERR_CLOSED when the peer closed or reset. */

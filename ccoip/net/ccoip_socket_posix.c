@@ -168,16 +168,7 @@ ccoip_status_t ccoip_sock_sendv_all(int fd, ccoip_iov_t *iov, int n, bool more) 
         if (k < 0 && (errno == EINTR || send_buffer_full(fd, &backoff))) continue;
         if (k <= 0) return send_error();
         backoff = 1;
-        size_t left = (size_t) k;
-        while (n > 0 && left >= iov->len) {
-            left -= iov->len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->base = (uint8_t *) iov->base + left;
-            iov->len -= left;
-        }
+        ccoip_iov_consume(&iov, &n, (size_t) k);
     }
     return CCOIP_OK;
 }

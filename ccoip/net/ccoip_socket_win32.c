@@ -219,16 +219,7 @@ ccoip_status_t ccoip_sock_sendv_all(int fd, ccoip_iov_t *iov, int n, bool more) 
             return st == CCOIP_ERR_TIMEOUT ? CCOIP_ERR_IO : st;
         }
         backoff = 1;
-        size_t left = k;
-        while (n > 0 && left >= iov->len) {
-            left -= iov->len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->base = (uint8_t *) iov->base + left;
-            iov->len -= left;
-        }
+        ccoip_iov_consume(&iov, &n, k);
     }
     return CCOIP_OK;
 }
