@@ -99,12 +99,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         REQUIRE(h_start_peer(&p[i], argv[2], port, 0));
         REQUIRE(h_send(&p[i], "connect"));
-        if (i > 0) {
-            usleep(200000);
-            for (int k = 0; k < i; k++) REQUIRE(h_send(&p[k], "update"));
-            for (int k = 0; k < i; k++) REQUIRE(h_read_line(&p[k], line, sizeof line, T) && strcmp(line, "update 0") == 0);
-        }
-        REQUIRE(h_read_line(&p[i], line, sizeof line, T));
+        REQUIRE(h_admit_reply(p, i, &p[i], line, sizeof line));
         REQUIRE(sscanf(line, "connect 0 %d", &p2p_port) == 1);
     }
     run_goes_on("start");

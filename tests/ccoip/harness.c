@@ -134,17 +134,20 @@ bool h_update_all(h_proc_t *peers, int n) {
     return ok;
 }
 
-bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer) {
+bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size_t reply_n) {
     char buf[256];
     bool in = n == 0 && h_read_line(newcomer, buf, sizeof buf, 30000);
     for (int attempt = 0; !in && attempt < 100; attempt++) {
         if (!h_update_all(peers, n)) continue;
-        in = h_read_line(newcomer, buf, sizeof buf, attempt < 10 ? 100 : 1000);
+        in = h_read_line(newcomer, buf, sizeof buf, attempt < 10 ? 500 : 1000);
     }
     bool ok = in && strncmp(buf, "connect 0", 9) == 0 && (buf[9] == '\0' || buf[9] == ' ');
     if (!ok) fprintf(stderr, "harness: newcomer pid %d: '%s'\n", (int) newcomer->pid, in ? buf : "(no answer)");
+    if (ok && reply != NULL) snprintf(reply, reply_n, "%s", buf);
     return ok;
 }
+
+bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer) { return h_admit_reply(peers, n, newcomer, NULL, 0); }
 
 bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms) {
     long deadline = now_ms() + timeout_ms;

@@ -47,6 +47,8 @@ bool h_update_all(h_proc_t *peers, int n);
  * peer (n == 0) gets in alone, later ones by the others' votes, repeated while a round ran before
  * the newcomer reached the master. True when it answered "connect 0". */
 bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer);
+/* h_admit that also copies the newcomer's "connect 0 ..." line into reply. */
+bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size_t reply_n);
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
 int h_wait(h_proc_t *p, int timeout_ms);
 

@@ -36,13 +36,7 @@ static void admit3(h_proc_t *p, const char *bin, int port) {
     for (int i = 0; i < 3; i++) {
         REQUIRE(h_start_peer(&p[i], bin, port, 0));
         REQUIRE(h_send(&p[i], "connect"));
-        if (i > 0) {
-            usleep(200000);
-            for (int k = 0; k < i; k++) REQUIRE(h_send(&p[k], "update"));
-            for (int k = 0; k < i; k++) REQUIRE(h_read_line(&p[k], line, sizeof line, T));
-        }
-        REQUIRE(h_read_line(&p[i], line, sizeof line, T));
-        REQUIRE(strncmp(line, "connect 0 ", 10) == 0);
+        REQUIRE(h_admit(p, i, &p[i]));
     }
 }
 
