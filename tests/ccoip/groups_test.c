@@ -1,6 +1,7 @@
 /* Two peer groups (3 peers in group 7, 2 in group 9) under one master: admission spans both
  * groups, the four attributes are exact on every peer, each group has its own ring. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,6 +17,10 @@ int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(120);
     h_proc_t m, p[N];
+    char log_path[512];
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(log_path, sizeof log_path, "%s/master.log", tmp != NULL ? tmp : "/tmp");
+    h_stderr_path = log_path;
     int port = h_start_master(&m, argv[1], NULL);
     REQUIRE(port > 0);
     char line[256];
@@ -25,7 +30,7 @@ int main(int argc, char **argv) {
         REQUIRE(h_start_peer(&p[k], argv[2], port, groups[k]));
         REQUIRE(h_send(&p[k], "connect"));
     }
-    usleep(500000); /* let all four register; one vote admits them together */
+    REQUIRE(h_await_log(log_path, H_LOG_PENDING, N, T)); /* all registered: one vote admits them together */
     REQUIRE(h_call(&p[0], "update", line, sizeof line, T) == 0);
     for (int k = 1; k < N; k++) {
         REQUIRE(h_read_line(&p[k], line, sizeof line, T));

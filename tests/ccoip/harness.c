@@ -149,6 +149,25 @@ bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size
 
 bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer) { return h_admit_reply(peers, n, newcomer, NULL, 0); }
 
+bool h_await_log(const char *path, const char *needle, int count, int timeout_ms) {
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int seen = 0;
+        FILE *f = fopen(path, "r");
+        if (f != NULL) {
+            char buf[2048];
+            while (fgets(buf, sizeof buf, f) != NULL) seen += strstr(buf, needle) != NULL;
+            fclose(f);
+        }
+        if (seen >= count) return true;
+        if (now_ms() >= deadline) {
+            fprintf(stderr, "harness: %s: %d of %d lines with '%s'\n", path, seen, count, needle);
+            return false;
+        }
+        usleep(20000);
+    }
+}
+
 bool h_read_line(h_proc_t *p, char *out, size_t n, int timeout_ms) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {

@@ -49,6 +49,11 @@ bool h_update_all(h_proc_t *peers, int n);
 bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer);
 /* h_admit that also copies the newcomer's "connect 0 ..." line into reply. */
 bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size_t reply_n);
+/* Waits until the file at path (a master's log, see h_stderr_path) has at least `count` lines
+ * containing needle; false after timeout_ms. */
+bool h_await_log(const char *path, const char *needle, int count, int timeout_ms);
+/* The master's log line for each peer that registered and waits for admission. */
+#define H_LOG_PENDING "pending admission"
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
 int h_wait(h_proc_t *p, int timeout_ms);
 

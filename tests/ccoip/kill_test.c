@@ -40,6 +40,10 @@ int main(int argc, char **argv) {
     h_init(200);
     setenv("PCCL_MASTER_RECONNECT_S", "0", 1); /* step 5: the old contract, a lost master is lost for good */
     peer_bin = argv[2];
+    char log_path[512];
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(log_path, sizeof log_path, "%s/master.log", tmp != NULL ? tmp : "/tmp");
+    h_stderr_path = log_path;
     int port = h_start_master(&m, argv[1], NULL);
     REQUIRE(port > 0);
     int res[8];
@@ -49,7 +53,7 @@ int main(int argc, char **argv) {
     REQUIRE(h_start_peer(&p[1], peer_bin, port, 0));
     REQUIRE(h_start_peer(&p[2], peer_bin, port, 0));
     REQUIRE(h_send(&p[1], "connect") && h_send(&p[2], "connect"));
-    usleep(300000);
+    REQUIRE(h_await_log(log_path, H_LOG_PENDING, 3, T));
     int ids012[] = {0, 1, 2};
     CHECK_EQ_U64(vote(ids012, 1, res), 1);
     REQUIRE(h_read_line(&p[1], line, sizeof line, T) && h_read_line(&p[2], line, sizeof line, T));
