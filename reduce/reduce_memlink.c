@@ -12,6 +12,7 @@
 
 #include "log/log.h"
 #include "reduce/reduce_memlink.h"
+#include "threadpark/monocond.h"
 
 typedef struct item {
     uint64_t tag, offset;
@@ -173,16 +174,10 @@ static void ml_wait(void *link, _Atomic uint32_t *doorbell, uint32_t seen, uint3
     endpoint_t *ep = link;
     peer_t *pe = &ep->net->peers[ep->owner];
     struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_us / 1000000u;
-    deadline.tv_nsec += (long) (timeout_us % 1000000u) * 1000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    monocond_deadline(&deadline, (int64_t) timeout_us * 1000);
     pthread_mutex_lock(&pe->mu);
     while (atomic_load(doorbell) == seen)
-        if (pthread_cond_timedwait(&pe->cv, &pe->mu, &deadline) == ETIMEDOUT) break;
+        if (monocond_timedwait(&pe->cv, &pe->mu, &deadline) == ETIMEDOUT) break;
     pthread_mutex_unlock(&pe->mu);
 }
 
@@ -224,11 +219,7 @@ reduce_memnet_t *reduce_memnet_create(uint32_t n, const reduce_memnet_opts_t *op
         e->recvs.items = calloc(net->cap, sizeof(item_t));
         if (e->sends.items == NULL || e->recvs.items == NULL) goto fail;
         peer_t *pe = &net->peers[i];
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&pe->cv, &ca);
-        pthread_condattr_destroy(&ca);
+        if (monocond_init(&pe->cv) != 0) goto fail;
         pthread_mutex_init(&pe->mu, NULL);
         net->eps[2 * i] = (endpoint_t) { net, i, i, 1 };
         net->eps[2 * i + 1] = (endpoint_t) { net, i, (i + n - 1) % n, 0 };

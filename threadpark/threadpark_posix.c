@@ -6,9 +6,11 @@
  * under the bucket mutex and the waker takes the same mutex after storing the new value, so a wake
  * that comes before the wait is never lost.
  *
- * Timed waits use CLOCK_MONOTONIC (pthread_condattr_setclock, POSIX Clock Selection): everywhere
- * but macOS, which has its own file. */
+ * Timed waits count on CLOCK_MONOTONIC on every platform (monocond.h: macOS has no
+ * pthread_condattr_setclock, winpthreads no monotonic condvars). This file is the threadpark of
+ * platforms without a native one, and is built everywhere as //threadpark:threadpark_fallback. */
 #include "threadpark/threadpark.h"
+#include "threadpark/monocond.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,7 +35,6 @@ typedef struct tpark_bucket {
 #define TPARK_BUCKET_BITS 8
 
 static tpark_bucket buckets[1u << TPARK_BUCKET_BITS];
-static pthread_condattr_t cond_attr;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void check(int rc, const char *what) {
@@ -45,8 +46,6 @@ static void check(int rc, const char *what) {
 static void init_buckets(void) {
     for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; i++)
         check(pthread_mutex_init(&buckets[i].mutex, NULL), "pthread_mutex_init");
-    check(pthread_condattr_init(&cond_attr), "pthread_condattr_init");
-    check(pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC), "pthread_condattr_setclock");
 }
 
 static tpark_bucket *bucket_of(const uint32_t *word) {
@@ -65,10 +64,7 @@ static void unlink_waiter(tpark_bucket *b, tpark_waiter *w) {
 /* The absolute CLOCK_MONOTONIC deadline timeout_ns from now; 0 when it is too far to matter. */
 static int deadline_of(int64_t timeout_ns, struct timespec *deadline) {
     if (timeout_ns > INT64_C(100) * 365 * 24 * 3600 * 1000000000) return 0; /* a century: forever */
-    clock_gettime(CLOCK_MONOTONIC, deadline);
-    int64_t nsec = deadline->tv_nsec + timeout_ns % 1000000000;
-    deadline->tv_sec += (time_t) (timeout_ns / 1000000000 + nsec / 1000000000);
-    deadline->tv_nsec = (long) (nsec % 1000000000);
+    monocond_deadline(deadline, timeout_ns);
     return 1;
 }
 
@@ -88,13 +84,13 @@ int tpark_wait(const uint32_t *word, uint32_t expected, int64_t timeout_ns) {
         return TPARK_TIMEOUT;
     }
     tpark_waiter w = {.word = word, .next = NULL, .prev = b->tail, .woken = 0};
-    check(pthread_cond_init(&w.cond, &cond_attr), "pthread_cond_init");
+    check(monocond_init(&w.cond), "pthread_cond_init (CLOCK_MONOTONIC)");
     if (b->tail) b->tail->next = &w; else b->head = &w;
     b->tail = &w;
 
     /* Condition variables wake spuriously; only the waker's flag (or the deadline) ends the wait. */
     while (!w.woken) {
-        int rc = timed ? pthread_cond_timedwait(&w.cond, &b->mutex, &deadline)
+        int rc = timed ? monocond_timedwait(&w.cond, &b->mutex, &deadline)
                        : pthread_cond_wait(&w.cond, &b->mutex);
         if (rc == ETIMEDOUT && !w.woken) {
             unlink_waiter(b, &w);

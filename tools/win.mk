@@ -24,9 +24,9 @@ TEST_OBJS := $(OBJ)/tests/allreduce/ar_peer.o $(OBJ)/tests/allreduce/ar_ref.o $(
 # wine): DIR/NAME for tests/DIR/NAME.c; linked statically with the in-memory link.
 UNIT_TESTS := reduce/half_test reduce/kernels_test reduce/quant_test reduce/ring_abort_test reduce/ring_big_test \
 	reduce/ring_stage_test hash/hash_vectors_test ccoip/codec_test shared_state/ss_codec_test \
-	topology/topo_codec_test topology/topo_solver_test master_status/status_render_test
+	topology/topo_codec_test topology/topo_solver_test master_status/status_render_test threadpark/monocond_test
 UNIT_EXES := $(foreach t,$(UNIT_TESTS),$(OUT)/tests/unit/$(notdir $(t)).exe)
-MEMLINK := $(OBJ)/reduce/reduce_memlink.o
+MEMLINK := $(OBJ)/reduce/reduce_memlink.o $(OBJ)/threadpark/monocond_win32.o
 EXTRA_hash_vectors_test := $(OBJ)/tests/hash/simple_naive.o
 TEST_OBJS += $(MEMLINK) $(EXTRA_hash_vectors_test) $(foreach t,$(UNIT_TESTS),$(OBJ)/tests/$(t).o)
 

@@ -31,8 +31,5 @@ void ccoip_sock_tune_data_link(int fd, bool same_host) {
     if (same_host) LOG_DEBUG("ccoip", "no TCP_CONGESTION on macOS: the link keeps the system's congestion control");
 }
 
-/* Apple's <pthread.h> declares it so (it names the calling thread only); declared here too so
- * that the compile check, which sees glibc's headers without _GNU_SOURCE, knows it. */
-int pthread_setname_np(const char *name);
-
+/* Apple's one-argument pthread_setname_np: it names the calling thread only. */
 void ccoip_os_name_thread(const char *name) { pthread_setname_np(name); }
