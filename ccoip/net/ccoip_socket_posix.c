@@ -26,6 +26,21 @@ void ccoip_sleep_ms(int ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* poll() that an interruption does not restart from the full timeout (a signal storm must not
+ * stretch a bounded wait); timeout_ms < 0: forever. */
+static int poll_within(struct pollfd *p, nfds_t n, int timeout_ms) {
+    int64_t end = ccoip_now_ms() + timeout_ms;
+    for (;;) {
+        int wait = -1;
+        if (timeout_ms >= 0) {
+            int64_t left = end - ccoip_now_ms();
+            wait = left > 0 ? (int) left : 0;
+        }
+        int r = poll(p, n, wait);
+        if (r >= 0 || errno != EINTR) return r;
+    }
+}
+
 static int new_socket(int family) {
     int fd = socket(family, SOCK_STREAM, 0); /* SOCK_CLOEXEC is Linux's; macOS lacks it */
     if (fd < 0) return -1;
@@ -76,9 +91,7 @@ int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_st
     int rc = connect(fd, (struct sockaddr *) &ss, len);
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd p = {fd, POLLOUT, 0};
-        int n;
-        do n = poll(&p, 1, timeout_ms);
-        while (n < 0 && errno == EINTR);
+        int n = poll_within(&p, 1, timeout_ms);
         if (n == 0) {
             close(fd);
             *st = CCOIP_ERR_TIMEOUT;
@@ -234,9 +247,7 @@ int ccoip_sock_poll(ccoip_pollfd_t *fds, int n, int timeout_ms) {
 
 ccoip_status_t ccoip_sock_wait(int fd, int wake_fd, int timeout_ms) {
     struct pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    int n;
-    do n = poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
-    while (n < 0 && errno == EINTR);
+    int n = poll_within(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) return CCOIP_ERR_IO;
     if (n == 0) return CCOIP_ERR_TIMEOUT;
     if (wake_fd >= 0 && p[1].revents != 0) return CCOIP_ERR_CLOSED;

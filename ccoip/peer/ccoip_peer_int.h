@@ -116,6 +116,10 @@ struct pcclComm_t {
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */
     int master_fd;
+    /* The connection a reconnection is handshaking (relink), -1 when none: link_close shuts it
+     * down so that a silent master cannot hold the teardown for the handshake's deadline. Both
+     * fds change and close under mail_lock too, so link_close never shuts down a reused number. */
+    int dialing_fd;
     pthread_mutex_t send_lock;
     /* Encodes the variable-size packets to the master (shared-state hash lists, bandwidth
      * reports) under send_lock; keeps its capacity up to CCOIP_LINK_KEEP_BYTES, so a repeated

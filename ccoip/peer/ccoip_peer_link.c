@@ -185,6 +185,26 @@ static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
     return ok ? CCOIP_OK : refused ? CCOIP_ERR_REFUSED : CCOIP_ERR_IO;
 }
 
+/* Publishes fd as the connection being handshaken, so that link_close can cut it short; false
+ * (fd closed) when the communicator is stopping. Destroy sets `stopping` before link_close takes
+ * mail_lock: either link_close sees dialing_fd, or we see `stopping` here. */
+static bool dial_begin(pcclComm_t *comm, int fd) {
+    pthread_mutex_lock(&comm->mail_lock);
+    bool stopping = atomic_load(&comm->stopping);
+    if (stopping) ccoip_sock_close(fd);
+    else comm->dialing_fd = fd;
+    pthread_mutex_unlock(&comm->mail_lock);
+    return !stopping;
+}
+
+/* The handshake on fd failed: forget and close it. */
+static void dial_end(pcclComm_t *comm, int fd) {
+    pthread_mutex_lock(&comm->mail_lock);
+    comm->dialing_fd = -1;
+    ccoip_sock_close(fd);
+    pthread_mutex_unlock(&comm->mail_lock);
+}
+
 /* The link broke: reconnect within the window (true), or give up for good (false). */
 static bool relink(pcclComm_t *comm, const char *why) {
     if (atomic_load(&comm->stopping)) return false;
@@ -201,8 +221,10 @@ static bool relink(pcclComm_t *comm, const char *why) {
     if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
     ccoip_peer_notify(comm);
     pthread_mutex_lock(&comm->send_lock);
+    pthread_mutex_lock(&comm->mail_lock);
     ccoip_sock_close(comm->master_fd);
     comm->master_fd = -1;
+    pthread_mutex_unlock(&comm->mail_lock);
     pthread_mutex_unlock(&comm->send_lock);
 
     char name[80];
@@ -216,17 +238,21 @@ static bool relink(pcclComm_t *comm, const char *why) {
         ccoip_status_t st;
         int fd = ccoip_sock_connect(&comm->params.master_address, (int) (left < 1000 ? left : 1000), &st);
         if (fd >= 0) {
+            if (!dial_begin(comm, fd)) return false; /* stopping: dial_begin closed fd */
             st = rejoin(comm, fd);
             if (st == CCOIP_OK) {
                 pthread_mutex_lock(&comm->send_lock);
+                pthread_mutex_lock(&comm->mail_lock);
                 comm->master_fd = fd;
+                comm->dialing_fd = -1;
+                pthread_mutex_unlock(&comm->mail_lock);
                 pthread_mutex_unlock(&comm->send_lock);
                 atomic_store(&comm->master_down, false);
                 ccoip_peer_notify(comm);
                 LOG_WARN(MOD, "reconnected to the master at %s", name);
                 return true;
             }
-            ccoip_sock_close(fd);
+            dial_end(comm, fd);
             if (st == CCOIP_ERR_REFUSED) {
                 last = "the master refused to take us back (a new master past its recovery window?)";
                 break;
@@ -384,6 +410,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
         return pcclMasterConnectionFailed;
     }
     if (!ccoip_wakeup_open(comm->link_wake)) return pcclInternalError;
+    comm->dialing_fd = -1;
     if (pthread_create(&comm->link_thread, NULL, link_main, comm) != 0) {
         LOG_ERROR(MOD, "cannot start the master-link thread");
         return pcclInternalError;
@@ -395,7 +422,11 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
 void ccoip_link_close(pcclComm_t *comm) {
     if (comm->link_started) {
         ccoip_wakeup_signal(comm->link_wake[1]);
-        ccoip_sock_shutdown(comm->master_fd); /* also ends a read in progress */
+        /* Also ends a read or a heartbeat in progress, and a reconnection's handshake. */
+        pthread_mutex_lock(&comm->mail_lock);
+        ccoip_sock_shutdown(comm->master_fd);
+        ccoip_sock_shutdown(comm->dialing_fd);
+        pthread_mutex_unlock(&comm->mail_lock);
         pthread_join(comm->link_thread, NULL);
         comm->link_started = false;
     }
