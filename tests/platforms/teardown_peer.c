@@ -5,6 +5,9 @@
  *   update    -> "update RESULT"
  *   allreduce -> "allreduce RESULT" (1 Mi floats, sum, the value 1 everywhere: RESULT -1 when a
  *                result element is not the peer count)
+ *   sync STRATEGY VALUE -> "sync RESULT MS": pcclSynchronizeSharedState of one 64 MiB float tensor
+ *                filled with VALUE, revision 1, with that pcclSharedStateSyncStrategy_t, and the
+ *                milliseconds the call took
  *   threads   -> "threads DLRECV_IN_RECV DLRECV ACCEPT": data-link receive threads (and how many
  *                of them sit in the recvfrom system call, /proc/self/task/T/syscall) and
  *                threads of the listeners (accept loops and their handshakes)
@@ -24,6 +27,7 @@
 #include "pccl.h"
 
 #define COUNT (1u << 20)
+#define SS_COUNT (16u << 20) /* 64 MiB of floats */
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -82,6 +86,16 @@ static int allreduce(pcclComm_t *comm, int peers) {
     return rc;
 }
 
+static int sync_state(pcclComm_t *comm, int strategy, float value) {
+    static float *w;
+    if (w == NULL && (w = malloc(SS_COUNT * sizeof(float))) == NULL) return -2;
+    for (uint32_t i = 0; i < SS_COUNT; i++) w[i] = value;
+    pcclTensorInfo_t t = {"w", w, SS_COUNT, pcclFloat, pcclDeviceCpu, false};
+    pcclSharedState_t st = {1, 1, &t};
+    pcclSharedStateSyncInfo_t info;
+    return (int) pcclSynchronizeSharedState(comm, &st, (pcclSharedStateSyncStrategy_t) strategy, &info);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: teardown_peer MASTER_HOST:PORT\n");
@@ -105,6 +119,12 @@ int main(int argc, char **argv) {
             int peers = 0;
             pcclGetAttribute(comm, PCCL_ATTRIBUTE_GLOBAL_WORLD_SIZE, &peers);
             printf("allreduce %d\n", allreduce(comm, peers));
+        } else if (strncmp(line, "sync ", 5) == 0) {
+            int strategy = 0;
+            float value = 0;
+            int64_t t0 = now_ms();
+            int r = sscanf(line + 5, "%d %f", &strategy, &value) == 2 ? sync_state(comm, strategy, value) : -3;
+            printf("sync %d %lld\n", r, (long long) (now_ms() - t0));
         } else if (strcmp(line, "threads") == 0) {
             threads();
         } else if (strcmp(line, "destroy") == 0) {

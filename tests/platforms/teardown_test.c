@@ -10,9 +10,14 @@
  * 2. Two peers, then the master is SIGKILLed and a silent "master" takes its port: it accepts the
  *    peers' reconnections and never answers, so each peer's master-link thread waits in the
  *    REJOIN handshake (10 s deadline). Destroy must still return within BOUND_MS on both.
- * The bound is far below every deadline the waits have (2 s, 10 s, none): only the teardown
+ * 3. Peer 0 serves 64 MiB of shared state to peer 1 (sending at 16 MB/s), peer 1 is SIGSTOPped
+ *    mid-transfer, so that peer 0's serving thread blocks in a send, and the master is SIGKILLed:
+ *    peer 0's pcclSynchronizeSharedState must fail within BOUND_MS (the serving thread is shut
+ *    down and joined, not waited for), then destroy within BOUND_MS.
+ * The bound is far below every deadline the waits have (2 s, 10 s, 30 s, none): only the teardown
  * (shutdown of the sockets, the wake-up pipes) can meet it. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,12 +55,15 @@ static bool start_peer(h_proc_t *p, int master_port) {
     return h_spawn(p, argv);
 }
 
-/* Two admitted peers of a fresh master; ports[i] = {p2p, ss, bench} of peer i. */
-static void two_peers(h_proc_t *m, int *mport, h_proc_t peers[2], unsigned ports[2][3]) {
+/* Two admitted peers of a fresh master; ports[i] = {p2p, ss, bench} of peer i. p0_send_mbps:
+ * peer 0's PCCL_SS_MAX_SEND_MBPS, or NULL. */
+static void two_peers(h_proc_t *m, int *mport, h_proc_t peers[2], unsigned ports[2][3], const char *p0_send_mbps) {
     *mport = h_start_master(m, master_bin, NULL);
     REQUIRE(*mport > 0);
     for (int i = 0; i < 2; i++) {
+        if (i == 0 && p0_send_mbps != NULL) setenv("PCCL_SS_MAX_SEND_MBPS", p0_send_mbps, 1);
         REQUIRE(start_peer(&peers[i], *mport));
+        unsetenv("PCCL_SS_MAX_SEND_MBPS");
         REQUIRE(h_send(&peers[i], "connect"));
         char reply[256];
         REQUIRE(h_admit_reply(peers, i, &peers[i], reply, sizeof reply));
@@ -90,7 +99,7 @@ static void scenario_destroy(void) {
     h_proc_t m, peers[2];
     int mport;
     unsigned ports[2][3];
-    two_peers(&m, &mport, peers, ports);
+    two_peers(&m, &mport, peers, ports, NULL);
     /* Silent strangers on every listener of peer 0: their handshakes wait in a receive. */
     int fds[3 * STRANGERS];
     for (int l = 0; l < 3; l++)
@@ -140,7 +149,7 @@ static void scenario_silent_master(void) {
     h_proc_t m, peers[2];
     int mport;
     unsigned ports[2][3];
-    two_peers(&m, &mport, peers, ports);
+    two_peers(&m, &mport, peers, ports, NULL);
     h_kill(&m, SIGKILL);
     h_wait(&m, 10000);
     int lfd = -1;
@@ -165,6 +174,67 @@ static void scenario_silent_master(void) {
     close(lfd);
 }
 
+/* Threads of process pid named `name`, and how many of them sit in a send system call. */
+static int threads_sending(pid_t pid, const char *name, int *sending) {
+    int n = 0;
+    *sending = 0;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int) pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[384], buf[128];
+        snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        bool named = fgets(buf, sizeof buf, f) != NULL && strncmp(buf, name, strlen(name)) == 0;
+        fclose(f);
+        if (!named) continue;
+        n++;
+        snprintf(path, sizeof path, "%s/%s/syscall", dir, e->d_name);
+        if ((f = fopen(path, "r")) == NULL) continue;
+        long sc = fgets(buf, sizeof buf, f) != NULL ? atol(buf) : -1;
+        fclose(f);
+        if (sc == SYS_sendto || sc == SYS_sendmsg) (*sending)++;
+    }
+    if (d != NULL) closedir(d);
+    return n;
+}
+
+static void scenario_serving_master_dies(void) {
+    h_proc_t m, peers[2];
+    int mport;
+    unsigned ports[2][3];
+    two_peers(&m, &mport, peers, ports, "16");
+    REQUIRE(h_send(&peers[0], "sync 2 1")); /* SEND_ONLY: the distributor */
+    REQUIRE(h_send(&peers[1], "sync 1 0")); /* RECEIVE_ONLY */
+    sleep_ms(1000);
+    h_kill(&peers[1], SIGSTOP);
+    /* The send buffers fill; the serving thread then waits in send for a reader that is stopped. */
+    int serving = 0, sending = 0;
+    for (int i = 0; i < 50 && (serving == 0 || sending == 0); i++) {
+        sleep_ms(100);
+        serving = threads_sending(peers[0].pid, "pccl-ss-serve", &sending);
+    }
+    printf("teardown: peer 0 serves with %d thread(s), %d blocked in a send to the stopped peer 1\n", serving, sending);
+    CHECK(serving >= 1 && sending >= 1);
+    int64_t t0 = now_ms();
+    h_kill(&m, SIGKILL);
+    char line[256];
+    bool got = h_read_line(&peers[0], line, sizeof line, 60000);
+    int64_t took = now_ms() - t0;
+    int res = 0;
+    CHECK(got && sscanf(line, "sync %d", &res) == 1);
+    CHECK(res != 0); /* the master is gone */
+    CHECK(took < BOUND_MS);
+    printf("teardown: peer 0's sync failed (%d) %lld ms after the master was killed (bound %d ms)\n", res,
+           (long long) took, BOUND_MS);
+    destroy_within(&peers[0], "peer 0 (after the failed sync)");
+    h_kill(&peers[1], SIGKILL);
+    h_wait(&peers[1], 10000);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     master_bin = argv[1];
@@ -172,5 +242,6 @@ int main(int argc, char **argv) {
     h_init(240);
     scenario_destroy();
     scenario_silent_master();
+    scenario_serving_master_dies();
     return check_exit();
 }
