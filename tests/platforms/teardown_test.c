@@ -209,10 +209,15 @@ static void scenario_serving_master_dies(void) {
     two_peers(&m, &mport, peers, ports, "16");
     REQUIRE(h_send(&peers[0], "sync 2 1")); /* SEND_ONLY: the distributor */
     REQUIRE(h_send(&peers[1], "sync 1 0")); /* RECEIVE_ONLY */
-    sleep_ms(1000);
+    /* Once peer 0 serves (hashing 64 MiB first takes seconds under a sanitizer), stop the reader. */
+    int serving = 0, sending = 0;
+    for (int i = 0; i < 600 && serving == 0; i++) {
+        sleep_ms(50);
+        serving = threads_sending(peers[0].pid, "pccl-ss-serve", &sending);
+    }
+    sleep_ms(300);
     h_kill(&peers[1], SIGSTOP);
     /* The send buffers fill; the serving thread then waits in send for a reader that is stopped. */
-    int serving = 0, sending = 0;
     for (int i = 0; i < 50 && (serving == 0 || sending == 0); i++) {
         sleep_ms(100);
         serving = threads_sending(peers[0].pid, "pccl-ss-serve", &sending);
