@@ -24,6 +24,10 @@ static const char *master_bin, *peer_bin;
 static unsigned long long hashes[MAX_STEPS + 1];
 static bool seen[MAX_STEPS + 1];
 static int failures, step_lines;
+/* The last lines of each peer, printed when the run stalls. */
+#define KEEP 8
+static char recent[PEERS][KEEP][128];
+static int nrecent[PEERS];
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -78,6 +82,7 @@ static int pump(h_proc_t *peers, int n, int ms, const char *want, int who, int m
         for (int i = 0; i < n; i++) {
             char line[256];
             while (h_read_line(&peers[i], line, sizeof line, 1)) {
+                snprintf(recent[i][nrecent[i]++ % KEEP], sizeof recent[i][0], "%.127s", line);
                 if (!check_line(i, line)) exit(1);
                 if (strncmp(line, "done ", 5) == 0 || strncmp(line, "gave up", 7) == 0) {
                     (*done)++;
@@ -92,9 +97,27 @@ static int pump(h_proc_t *peers, int n, int ms, const char *want, int who, int m
     return -1;
 }
 
+/* A stalled run: each peer's last lines and every thread's stack (gdb, when installed). */
+static void dump_stall(h_proc_t *peers, int n, h_proc_t *m) {
+    for (int i = 0; i < n; i++) {
+        for (int k = nrecent[i] > KEEP ? nrecent[i] - KEEP : 0; k < nrecent[i]; k++)
+            fprintf(stderr, "restart: peer %d said: %s\n", i, recent[i][k % KEEP]);
+    }
+    fflush(stderr);
+    char cmd[128];
+    for (int i = 0; i <= n; i++) {
+        pid_t pid = i < n ? peers[i].pid : m->pid;
+        fprintf(stderr, "restart: stacks of %s (pid %d)\n", i < n ? "a peer" : "the master", (int) pid);
+        fflush(stderr);
+        snprintf(cmd, sizeof cmd, "timeout 30 gdb -p %d -batch -ex 'thread apply all bt' 1>&2 2>/dev/null", (int) pid);
+        if (system(cmd) != 0) fprintf(stderr, "restart: gdb failed\n");
+    }
+}
+
 static void kill_master_at(h_proc_t *m, h_proc_t *peers, int *done, const char *marker, int min_step, int port) {
     if (pump(peers, PEERS, 60000, marker, 0, min_step, done, NULL, 0) < 0) {
         fprintf(stderr, "restart: peer 0 never reached '%s%d'\n", marker, min_step);
+        dump_stall(peers, PEERS, m);
         exit(1);
     }
     h_kill(m, SIGKILL);
@@ -127,6 +150,7 @@ int main(int argc, char **argv) {
     int64_t t0 = now_ms();
     while (done < PEERS && now_ms() - t0 < 120000) pump(peers, PEERS, 200, NULL, -1, 0, &done, last, sizeof last);
     int bad = 0;
+    if (done < PEERS) dump_stall(peers, PEERS, &m);
     for (int i = 0; i < PEERS; i++) {
         int rc = h_wait(&peers[i], 10000);
         if (rc != 0) {
