@@ -90,9 +90,11 @@ static void finish(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
     }
 }
 
-/* Moves collective `tag` of `group` on when every member is at the same point. */
+/* Moves collective `tag` of `group` on: it commences when every member waits for it, and is done
+ * when every member that commenced it has reported. A member that came in after the COMMENCE (a
+ * REJOIN after a master restart) has no part in it and is not waited for. */
 static void evaluate(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
-    size_t members = 0, waiting = 0, completed = 0;
+    size_t members = 0, waiting = 0, completed = 0, other = 0;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!is_member(c, group)) continue;
@@ -101,10 +103,11 @@ static void evaluate(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
         if (e == NULL) continue;
         waiting += e->phase == CCOIP_MCOLL_WAITING;
         completed += e->phase == CCOIP_MCOLL_COMPLETED;
+        other += e->phase != CCOIP_MCOLL_WAITING && e->phase != CCOIP_MCOLL_COMPLETED;
     }
     if (members == 0) return;
     if (waiting == members) commence(st, group, tag);
-    else if (completed == members) finish(st, group, tag);
+    else if (completed > 0 && waiting == 0 && other == 0) finish(st, group, tag);
 }
 
 /* COMMENCE(failed) to c alone: the member learns at once that its group needs a topology round

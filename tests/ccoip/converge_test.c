@@ -191,8 +191,35 @@ static void test_loss_while_waiting(void) {
     CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_FAILED);
 }
 
+/* A member that rejoins (after a master restart) while the others' collective runs has no part in
+ * it: the collective is done when those that commenced it have reported (restart_test stalled for
+ * 60 s: the master waited for the newcomer's COMPLETE while it waited in a vote for them). */
+static void test_member_arrives_mid_collective(void) {
+    reset(3);
+    clients[2].phase = CCOIP_MPHASE_REGISTERED; /* not a member yet */
+    init(0, 7);
+    init(1, 7);
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_OK);
+    clients[2].phase = CCOIP_MPHASE_ACCEPTED; /* comes in now */
+    for (int i = 0; i < 2; i++) {
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
+        p.u.collective_complete = (ccoip_collective_complete_t){7, 1};
+        CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_COLLECTIVE_DONE), 0);
+        feed(i, &p);
+    }
+    for (int i = 0; i < 2; i++) {
+        const ccoip_packet_t *d = last_of(i, CCOIP_PKT_M2C_COLLECTIVE_DONE);
+        REQUIRE(d != NULL);
+        CHECK_EQ_U64(d->u.collective_done.status, CCOIP_RESULT_OK);
+    }
+    CHECK_EQ_U64(got(2, CCOIP_PKT_M2C_COLLECTIVE_DONE), 0);
+}
+
 int main(void) {
     test_whole_group();
+    test_member_arrives_mid_collective();
     test_broken_group_converges();
     test_pending_meets_update();
     test_loss_while_waiting();
