@@ -56,6 +56,21 @@ size_t cuda_simplehash_workspace_bytes(size_t len);
 cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace, uint64_t *result,
                                     void *stream);
 
+/* SimpleHash of n inputs, synchronous: the table's simplehash_many. */
+cuda_status_t cuda_simplehash_many(const cuda_hash_item_t *items, size_t n, void *stream, uint64_t *out);
+
+/* The same, asynchronous, with the caller's memory: one launch per alignment class of the input
+ * addresses (per 768 inputs) queued on `stream`; the table of inputs travels in the launch's
+ * parameters, so `items` may be reused as soon as the call returns. results[i] (device memory,
+ * or mapped page-locked host memory) gets the hash of input i. counters: n device words, zero
+ * before the first use (every completed batch leaves them zero). workspace: device memory of
+ * cuda_simplehash_many_workspace_bytes(items, n) bytes, 8-byte aligned (SIZE_MAX: 2^31 segments
+ * or more, too many). Serves one batch at a time. Inputs are not checked: device memory of the
+ * current device. */
+size_t cuda_simplehash_many_workspace_bytes(const cuda_hash_item_t *items, size_t n);
+cuda_status_t cuda_simplehash_many_async(const cuda_hash_item_t *items, size_t n, unsigned *counters,
+                                         void *workspace, uint64_t *results, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,6 +24,12 @@ typedef enum cuda_status_t {
     CUDA_RUNTIME_ERROR = 4 /* anything else; the log line names the cudart call and its error */
 } cuda_status_t;
 
+/* One input of a batch hash: len bytes of device memory at data (NULL allowed when len is 0). */
+typedef struct cuda_hash_item_t {
+    const void *data;
+    size_t len;
+} cuda_hash_item_t;
+
 typedef struct cuda_table_t {
     /* Devices visible to this process; CUDA_NO_DEVICE (count 0) when there are none. */
     cuda_status_t (*device_count)(int *count);
@@ -35,6 +41,14 @@ typedef struct cuda_table_t {
      * hash_simple() of the same bytes. Runs on the GPU that owns the pointer, on `stream`, and
      * returns when the hash is known. Calls from several threads are safe (they take turns). */
     cuda_status_t (*simplehash)(const void *data, size_t len, void *stream, uint64_t *out);
+    /* The same for n inputs at once, out[i] = the hash of items[i]: one launch per device that
+     * owns inputs (and per alignment class of their addresses, per 768 inputs), then one wait,
+     * so a model's many small tensors cost one launch, not one each. Every input is checked to
+     * be device memory (CUDA_INVALID and one log line when one is not; the checks overlap the
+     * hashing of the inputs checked before, whose results are then dropped). On failure out's
+     * contents are unspecified. `stream` must be NULL (the legacy default stream) when the
+     * inputs live on more than one device. */
+    cuda_status_t (*simplehash_many)(const cuda_hash_item_t *items, size_t n, void *stream, uint64_t *out);
 
     /* Copies between device memory and host memory (pinned or pageable); the synchronous ones
      * return when the copy is done, the async ones when it is queued on `stream` (pinned host

@@ -7,6 +7,7 @@ static const cuda_table_t table = {
     .device_count = cuda_device_count,
     .is_device_pointer = cuda_is_device_pointer,
     .simplehash = cuda_simplehash,
+    .simplehash_many = cuda_simplehash_many,
     .memcpy_d2h = cuda_memcpy_d2h,
     .memcpy_h2d = cuda_memcpy_h2d,
     .memcpy_d2h_async = cuda_memcpy_d2h_async,

@@ -19,6 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 [ $gpu = yes ] || echo "no GPU found (nvidia-smi): the tests will say skipped"
 run cuda_table_test "$here/cuda_table_test"
 run simplehash_gpu_test "$here/simplehash_gpu_test"
+run simplehash_many_gpu_test "$here/simplehash_many_gpu_test"
 run device_allreduce_test "$here/device_allreduce_test" "$here/pccl-master"
 run device_shared_state_test "$here/device_shared_state_test" "$here/pccl-master"
 run stream_allreduce_test "$here/stream_allreduce_test" "$here/pccl-master"
@@ -40,6 +41,10 @@ if [ $gpu = yes ] && [ -n "$san" ]; then
     for tool in memcheck racecheck synccheck; do
         run "simplehash_gpu_test --quick under compute-sanitizer $tool" \
             "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/simplehash_gpu_test" --quick
+    done
+    for tool in memcheck racecheck synccheck; do
+        run "simplehash_many_gpu_test --quick under compute-sanitizer $tool" \
+            "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/simplehash_many_gpu_test" --quick
     done
     # The stream-ordered all-reduce (peer processes too) and the fingerprint kernels, quick forms.
     run "stream_allreduce_test --quick under compute-sanitizer memcheck" \

@@ -27,6 +27,7 @@
 
 #include "bench/cuda/cuda_bench.h"
 #include "cuda/cuda_api.h"
+#include "tests/cuda/gpt2_shapes.h"
 
 extern "C" {
 #include "hash/hash.h"
@@ -277,6 +278,158 @@ void latency_small(cudaStream_t stream) {
     CK(cudaFree(d));
 }
 
+
+// A model's whole state, the way a shared-state sync hashes it. The GPT-2 124M tensors (148,
+// 498 MB, float32, one allocation each) against the read bandwidth of ONE tensor of the same
+// total size (read_fold above, event-timed back to back: the memory's limit for these bytes;
+// read_fold_sync: one launch and one wait each, host clock, the limit for a synchronous call).
+//   batch        cuda_simplehash_many_async: one launch for the model (event-timed).
+//   batch_sync   cuda_simplehash_many: what a sync calls (checks every pointer, launches, waits;
+//                host clock, legacy default stream).
+//   per_tensor   cuda_simplehash per tensor, the path a sync took before the batch: a launch and
+//                a wait per tensor (host clock).
+//   one_tensor   cuda_simplehash_async of the single big tensor (event-timed), for reference.
+void bench_model(cudaStream_t stream) {
+    static gpt2_tensor_t shape[GPT2_TENSORS];
+    const size_t n = gpt2_shapes(shape);
+    std::vector<cuda_hash_item_t> items(n);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        void *p = NULL;
+        const size_t len = shape[i].count * 4;
+        CK(cudaMalloc(&p, len));
+        fill_kernel<<<1024, 256, 0, stream>>>((uint64_t *) p, len / 8, 5000 + i);
+        CK(cudaGetLastError());
+        items[i] = cuda_hash_item_t{p, len};
+        total += len;
+    }
+    // One tensor of the same bytes, padded to whole segments for read_fold's fixed geometry.
+    const size_t big_bytes = (total + HASH_SIMPLE_SEGMENT_BYTES - 1) / HASH_SIMPLE_SEGMENT_BYTES * HASH_SIMPLE_SEGMENT_BYTES;
+    uint8_t *big = NULL;
+    CK(cudaMalloc(&big, big_bytes));
+    fill_kernel<<<1024, 256, 0, stream>>>((uint64_t *) big, big_bytes / 8, 99);
+    void *ws = NULL, *ws_one = NULL;
+    unsigned *counters = NULL;
+    uint64_t *results = NULL;
+    unsigned long long *fold_out = NULL;
+    CK(cudaMalloc(&ws, cuda_simplehash_many_workspace_bytes(items.data(), n)));
+    CK(cudaMalloc(&ws_one, cuda_simplehash_workspace_bytes(big_bytes)));
+    CK(cudaMemsetAsync(ws_one, 0, 8, stream));
+    CK(cudaMalloc(&counters, n * sizeof(unsigned)));
+    CK(cudaMemsetAsync(counters, 0, n * sizeof(unsigned), stream));
+    CK(cudaMalloc(&results, (n + 1) * 8));
+    CK(cudaMalloc(&fold_out, 8));
+    CK(cudaStreamSynchronize(stream));
+
+    // Every way gives the CPU reference's hashes: timing a wrong hash is no use.
+    std::vector<uint64_t> want(n), got(n);
+    {
+        std::vector<uint8_t> host(items[0].len);
+        for (size_t i = 0; i < n; i++) {
+            CK(cudaMemcpy(host.data(), items[i].data, items[i].len, cudaMemcpyDeviceToHost));
+            want[i] = hash_simple(host.data(), items[i].len);
+        }
+    }
+    CKS(cuda_simplehash_many_async(items.data(), n, counters, ws, results, stream));
+    CK(cudaMemcpyAsync(got.data(), results, n * 8, cudaMemcpyDeviceToHost, stream));
+    CK(cudaStreamSynchronize(stream));
+    if (got != want) {
+        fprintf(stderr, "cuda_bench: batch hash of the model differs from hash_simple\n");
+        exit(1);
+    }
+    CKS(cuda_simplehash_many(items.data(), n, NULL, got.data()));
+    if (got != want) {
+        fprintf(stderr, "cuda_bench: synchronous batch hash of the model differs from hash_simple\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) CKS(cuda_simplehash(items[i].data, items[i].len, NULL, &got[i]));
+    if (got != want) {
+        fprintf(stderr, "cuda_bench: per-tensor hash of the model differs from hash_simple\n");
+        exit(1);
+    }
+
+    enum { READ, READ_SYNC, ONE, BATCH, BATCH_SYNC, PER_TENSOR, NV };
+    const char *names[NV] = {"read_fold_one_tensor", "read_fold_one_tensor_sync", "simplehash_one_tensor", "batch",
+                             "batch_sync", "per_tensor"};
+    const int iters[NV] = {20, 20, 20, 20, 10, 3};
+    std::vector<double> ms[NV];
+    const unsigned blocks = (unsigned) (big_bytes / HASH_SIMPLE_SEGMENT_BYTES);
+    Timer timer;
+    auto host_ms = [](const timespec &a, const timespec &b) {
+        return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
+    };
+    for (int r = 0; r < ROUNDS + 1; r++) {  // round 0 warms up
+        for (int k = 0; k < NV; k++) {
+            timespec a, b;
+            CK(cudaDeviceSynchronize());
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            CK(cudaEventRecord(timer.start, stream));
+            for (int i = 0; i < iters[k]; i++) {
+                switch (k) {
+                case READ: read_fold_kernel<<<blocks, 256, 0, stream>>>((const uint4 *) big, fold_out); break;
+                case READ_SYNC:
+                    read_fold_kernel<<<blocks, 256, 0, stream>>>((const uint4 *) big, fold_out);
+                    CK(cudaStreamSynchronize(stream));
+                    break;
+                case ONE: CKS(cuda_simplehash_async(big, total, ws_one, results + n, stream)); break;
+                case BATCH: CKS(cuda_simplehash_many_async(items.data(), n, counters, ws, results, stream)); break;
+                case BATCH_SYNC: CKS(cuda_simplehash_many(items.data(), n, NULL, got.data())); break;
+                case PER_TENSOR:
+                    for (size_t t = 0; t < n; t++) CKS(cuda_simplehash(items[t].data, items[t].len, NULL, &got[t]));
+                    break;
+                }
+            }
+            CK(cudaEventRecord(timer.stop, stream));
+            CK(cudaEventSynchronize(timer.stop));
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            float ev = 0;
+            CK(cudaEventElapsedTime(&ev, timer.start, timer.stop));
+            const double t = k == READ_SYNC || k == BATCH_SYNC || k == PER_TENSOR ? host_ms(a, b) : ev;
+            if (r > 0) ms[k].push_back(t / iters[k]);
+        }
+    }
+    CK(cudaGetLastError());
+    // Where the synchronous call's time goes: the pointer checks alone (host clock).
+    {
+        std::vector<double> check_us;
+        for (int r = 0; r < ROUNDS; r++) {
+            timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            for (size_t t = 0; t < n; t++) {
+                cudaPointerAttributes attr;
+                CK(cudaPointerGetAttributes(&attr, items[t].data));
+            }
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            check_us.push_back(host_ms(a, b) * 1e3);
+        }
+        fprintf(stderr, "  model: %zu pointer checks take %.1f us (host clock)\n", n, median(check_us));
+    }
+    if (got != want) {
+        fprintf(stderr, "cuda_bench: the model's hashes changed while timing\n");
+        exit(1);
+    }
+    double gbps[NV];
+    for (int k = 0; k < NV; k++) {
+        const double bytes = k == READ || k == READ_SYNC ? (double) big_bytes : (double) total;
+        gbps[k] = bytes / (median(ms[k]) * 1e-3) / 1e9;
+        fprintf(stderr, "  model %-22s %9.1f us %8.0f GB/s\n", names[k], median(ms[k]) * 1e3, gbps[k]);
+    }
+    row("cuda/simplehash_gpt2_124M_batch_vs_read_one_tensor", gbps[BATCH], "GB/s", gbps[READ]);
+    row("cuda/simplehash_gpt2_124M_batch_sync_vs_read_one_tensor", gbps[BATCH_SYNC], "GB/s", gbps[READ]);
+    row("cuda/simplehash_gpt2_124M_per_tensor_sync_vs_read_one_tensor", gbps[PER_TENSOR], "GB/s", gbps[READ]);
+    row("cuda/simplehash_gpt2_124M_batch_sync_vs_read_one_tensor_sync", gbps[BATCH_SYNC], "GB/s", gbps[READ_SYNC]);
+    row("cuda/simplehash_gpt2_124M_batch_sync_vs_per_tensor_sync", gbps[BATCH_SYNC], "GB/s", gbps[PER_TENSOR]);
+    row("cuda/simplehash_one_498MB_tensor_vs_read_one_tensor", gbps[ONE], "GB/s", gbps[READ]);
+
+    for (size_t i = 0; i < n; i++) CK(cudaFree((void *) items[i].data));
+    CK(cudaFree(big));
+    CK(cudaFree(ws));
+    CK(cudaFree(ws_one));
+    CK(cudaFree(counters));
+    CK(cudaFree(results));
+    CK(cudaFree(fold_out));
+}
+
 }  // namespace
 
 extern "C" int cuda_bench_main(int argc, char **argv) {
@@ -294,8 +447,12 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
     cudaStream_t stream;
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t sizes[] = {32 * MiB, 256 * MiB, 1024 * MiB};
-    for (size_t s : sizes) bench_size(s, torch_file, stream);
-    latency_small(stream);
+    bool model_only = false;
+    for (int i = 1; i < argc; i++) model_only |= strcmp(argv[i], "--model") == 0;
+    if (!model_only)
+        for (size_t s : sizes) bench_size(s, torch_file, stream);
+    bench_model(stream);
+    if (!model_only) latency_small(stream);
     CK(cudaStreamDestroy(stream));
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
+#include "ccoip/peer/ccoip_ss_hash.h"
 #include "ccoip/api/pccl_internal.h"
 #include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
@@ -172,6 +173,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     pthread_mutex_destroy(&comm->ss_busy);
     free(comm->ss_slots);
     free(comm->ss_wire);
+    ccoip_ss_hasher_free(comm->ss_hasher);
     pthread_mutex_destroy(&comm->mail_lock);
     pthread_mutex_destroy(&comm->p2p.lock);
     ccoip_colls_free(comm);

@@ -1,18 +1,19 @@
 /* pccl_shared_state.c: pcclSynchronizeSharedState. Argument checks, hashing, the exchange with
  * the master (C2M_SHARED_STATE_SYNC -> M2C_SHARED_STATE_RESULT, C2M_SHARED_STATE_DONE ->
  * M2C_SHARED_STATE_DONE), and, between the two, serving what others fetch from us and fetching
- * what differs (ccoip_peer_shared.c), then re-hashing what arrived. The rules the master applies
- * are in ccoip_master_shared.c and docs/shared-state.md. */
+ * what differs (ccoip_peer_shared.c), then re-hashing what arrived. Hashing takes every tensor at
+ * once (ccoip_ss_hash.c: one GPU launch for the device tensors, threads for large host ones).
+ * The rules the master applies are in ccoip_master_shared.c and docs/shared-state.md. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_hash.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/api/pccl_internal.h"
 #include "cuda/cuda_table.h"
-#include "hash/hash.h"
 #include "log/log.h"
 
 #define MOD "pccl"
@@ -53,7 +54,7 @@ static bool scratch_reserve(pcclComm_t *comm, size_t n) {
     if (slots != NULL) comm->ss_slots = slots;
     ccoip_ss_tensor_t *wire = realloc(comm->ss_wire, (n + 1) * sizeof *wire);
     if (wire != NULL) comm->ss_wire = wire;
-    if (slots == NULL || wire == NULL) return false;
+    if (slots == NULL || wire == NULL || !ccoip_ss_hasher_reserve(&comm->ss_hasher, n + 1)) return false;
     comm->ss_cap = n + 1;
     return true;
 }
@@ -84,27 +85,6 @@ static pcclResult_t check_tensor(const pcclTensorInfo_t *t, size_t i) {
         return pcclInvalidArgument;
     }
     return pcclSuccess;
-}
-
-/* The hash of `kind` over a slot's bytes. Device memory: SimpleHash on the GPU; XXH3 of device
- * memory (a peer holding the same tensor on the host was elected) needs a host copy. */
-static bool hash_slot(const ccoip_ss_slot_t *s, uint8_t kind, uint64_t *out) {
-    if (!s->device) {
-        *out = kind == CCOIP_HASH_XXH3 ? hash_xxh3(s->data, s->bytes) : hash_simple(s->data, s->bytes);
-        return true;
-    }
-    const cuda_table_t *cu = cuda_table();
-    cuda_status_t cs;
-    if (kind == CCOIP_HASH_SIMPLE) {
-        cs = cu->simplehash(s->data, s->bytes, NULL, out);
-    } else {
-        void *host = malloc(s->bytes > 0 ? s->bytes : 1);
-        cs = host == NULL ? CUDA_OUT_OF_MEMORY : cu->memcpy_d2h(host, s->data, s->bytes, NULL);
-        if (cs == CUDA_OK) *out = hash_xxh3(host, s->bytes);
-        free(host);
-    }
-    if (cs != CUDA_OK) LOG_ERROR(MOD, FN ": hashing tensor \"%s\" on the GPU failed: %s", s->name, cu->status_string(cs));
-    return cs == CUDA_OK;
 }
 
 /* Waits for the master's packet of `type`; false when the master link is gone. With `watchdog`
@@ -148,18 +128,31 @@ static pcclResult_t fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, cons
         }
         res = ccoip_ss_fetch(comm, group, k, slots, n, rx);
     }
-    for (uint32_t i = 0; i < r->nfetch && res == pcclSuccess; i++) {
-        const ccoip_ss_fetch_t *f = &r->fetch[i];
-        const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, f->name);
-        uint64_t h = 0;
-        if (s == NULL || !hash_slot(s, f->hash_kind, &h)) {
-            res = pcclInternalError;
-        } else if (h != f->hash) {
-            LOG_ERROR(MOD, FN ": tensor \"%s\" arrived with hash %016llx, the elected content has %016llx "
-                          "(the distributor changed it during the sync?)", f->name, (unsigned long long) h,
-                      (unsigned long long) f->hash);
-            res = pcclInternalError;
+    /* Re-hash what arrived, as many at a time as the hasher holds (a fetch names one of our n
+     * tensors, so usually all at once). */
+    ccoip_ss_hash_req_t *reqs = ccoip_ss_hasher_reqs(comm->ss_hasher);
+    for (uint32_t at = 0; at < r->nfetch && res == pcclSuccess;) {
+        uint32_t k = 0;
+        for (; at + k < r->nfetch && k < n + 1; k++) {
+            const ccoip_ss_fetch_t *f = &r->fetch[at + k];
+            const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, f->name);
+            if (s == NULL) {
+                res = pcclInternalError;
+                break;
+            }
+            reqs[k] = (ccoip_ss_hash_req_t){s, f->hash_kind, 0};
         }
+        if (res == pcclSuccess && !ccoip_ss_hash_all(comm->ss_hasher, reqs, k, FN)) res = pcclInternalError;
+        for (uint32_t j = 0; j < k && res == pcclSuccess; j++) {
+            const ccoip_ss_fetch_t *f = &r->fetch[at + j];
+            if (reqs[j].hash != f->hash) {
+                LOG_ERROR(MOD, FN ": tensor \"%s\" arrived with hash %016llx, the elected content has %016llx "
+                              "(the distributor changed it during the sync?)", f->name, (unsigned long long) reqs[j].hash,
+                          (unsigned long long) f->hash);
+                res = pcclInternalError;
+            }
+        }
+        at += k;
     }
     free(group);
     free(taken);
@@ -293,13 +286,16 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
             res = pcclInvalidArgument;
         }
     void *hashing = ccoip_prof_hash(&comm->prof, comm->prof_api, n, comm->prof.mask ? total_bytes(slots, n) : 0);
+    ccoip_ss_hash_req_t *reqs = ccoip_ss_hasher_reqs(comm->ss_hasher);
     for (size_t i = 0; i < n && res == pcclSuccess; i++) {
         const pcclTensorInfo_t *t = &state->infos[i];
         const ccoip_ss_slot_t *s = ccoip_ss_find(slots, n, t->name);
         wire[i] = (ccoip_ss_tensor_t){(char *) t->name, 0, s->device ? CCOIP_HASH_SIMPLE : CCOIP_HASH_XXH3,
                                       (uint8_t) t->datatype, (uint64_t) t->count, t->allow_content_inequality};
-        if (!hash_slot(s, wire[i].hash_kind, &wire[i].hash)) res = pcclInternalError;
+        reqs[i] = (ccoip_ss_hash_req_t){s, wire[i].hash_kind, 0};
     }
+    if (res == pcclSuccess && !ccoip_ss_hash_all(comm->ss_hasher, reqs, n, FN)) res = pcclInternalError;
+    for (size_t i = 0; i < n && res == pcclSuccess; i++) wire[i].hash = reqs[i].hash;
     pprof_finish(&comm->prof, pcclProfilerEventHash, hashing, res == pcclSuccess ? 0 : pcclProfilerAbortLocal, res);
     if (res != pcclSuccess) return res;
 

@@ -170,6 +170,7 @@ struct pcclComm_t {
     struct ccoip_ss_slot_t *ss_slots;
     ccoip_ss_tensor_t *ss_wire;
     size_t ss_cap;
+    struct ccoip_ss_hasher_t *ss_hasher; /* the sync's batch hashing (ccoip_ss_hash.h) */
     /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;

@@ -11,7 +11,7 @@
 #include "tests/common/check.h"
 
 static void complete(const cuda_table_t *t) {
-    CHECK(t->device_count && t->is_device_pointer && t->simplehash);
+    CHECK(t->device_count && t->is_device_pointer && t->simplehash && t->simplehash_many);
     CHECK(t->memcpy_d2h && t->memcpy_h2d && t->memcpy_d2h_async && t->memcpy_h2d_async);
     CHECK(t->stream_create && t->stream_synchronize && t->stream_destroy);
     CHECK(t->host_alloc && t->host_free && t->device_alloc && t->device_free && t->status_string);
@@ -82,6 +82,8 @@ int main(void) {
         CHECK(!t->is_device_pointer(&x));
         uint64_t h = 0;
         CHECK(t->simplehash(&x, sizeof x, NULL, &h) == CUDA_NO_DEVICE);
+        cuda_hash_item_t item = {&x, sizeof x};
+        CHECK(t->simplehash_many(&item, 1, NULL, &h) == CUDA_NO_DEVICE);
         void *p = NULL;
         CHECK(t->device_alloc(&p, 16) == CUDA_NO_DEVICE && p == NULL);
         printf("cuda_table_test: skipped: no GPU (table complete, reports no device)\n");
