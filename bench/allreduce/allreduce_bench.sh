@@ -1,10 +1,13 @@
 #!/bin/sh
-# allreduce_bench.sh: pcclAllReduce bus bandwidth on loopback (2 and 4 peers, float32 Sum, 1 to
-# 256 MiB) against torch.distributed gloo and single-stream raw TCP measured in the same run; the
-# per-op time of a 1 MiB all-reduce; 4 peers sending by reference against by copy; the failure
-# latency (SIGKILL of a peer to every survivor's error return, 20 trials). CSV rows
-# name,value,unit,baseline,ratio on stdout, notes on stderr.
-# Bus bandwidth = 2(N-1)/N * bytes / time (what every link carries).
+# allreduce_bench.sh: pcclAllReduce on loopback (2 and 4 peers, float32 Sum, 1 to 256 MiB)
+# against torch.distributed gloo and a raw TCP ring measured in the same run, in interleaved
+# rounds: bus bandwidth against gloo's and against the raw ring's per-stream goodput (N processes
+# each sending to the next while receiving from the previous: the two-way limit for 2 peers);
+# CPU seconds per GB reduced (user + system time of every peer process, all threads, getrusage)
+# against gloo's and the raw ring's for the same link bytes; the per-op time of a 1 MiB
+# all-reduce; 4 peers sending by reference against by copy; the failure latency (SIGKILL of a
+# peer to every survivor's error return, 20 trials). CSV rows name,value,unit,baseline,ratio on
+# stdout, notes on stderr. Bus bandwidth = 2(N-1)/N * bytes / time (what every link carries).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -20,47 +23,85 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 # "MEDIAN" of the numbers on stdin.
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print 0}'; }
 
-# gloo N SIZES ITERS -> lines "gloo SIZE MEDIAN_US MIN_US" (rank 0's)
+# gloo N SIZES ITERS -> lines "gloo SIZE MEDIAN_US MIN_US CPU_US" of every rank
 run_gloo() {
     n=$1 port=$(( 29500 + $$ % 1000 ))
     r=1
     while [ $r -lt "$n" ]; do
-        /usr/bin/python3 "$gloo" $r "$n" 127.0.0.1 $port "$2" "$3" > /dev/null 2>"$tmp/gloo$r.err" &
+        /usr/bin/python3 "$gloo" $r "$n" 127.0.0.1 $port "$2" "$3" > "$tmp/gloo$r.out" 2>"$tmp/gloo$r.err" &
         r=$((r + 1))
     done
     timeout 600 /usr/bin/python3 "$gloo" 0 "$n" 127.0.0.1 $port "$2" "$3" 2>"$tmp/gloo0.err"
     wait
+    r=1
+    while [ $r -lt "$n" ]; do cat "$tmp/gloo$r.out"; r=$((r + 1)); done
 }
 
 busbw() { # N MIB US -> GB/s
     awk -v n="$1" -v m="$2" -v us="$3" 'BEGIN { printf "%.3f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e9 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a/b; else print "nan" }'; }
+cpu_gb() { # MIB CPU_US -> CPU seconds per GB reduced
+    awk -v m="$1" -v c="$2" 'BEGIN { printf "%.4f", c*1e-6/(m*1048576/1e9) }'
+}
 
-echo "allreduce: raw TCP on loopback" >&2
-tcp_mbs=$(for i in 1 2 3; do "$tcp" loop 1024 | awk '{print $2}'; done | median)
-tcp_gbs=$(awk -v v="$tcp_mbs" 'BEGIN { printf "%.3f", v/1000 }')
+# Rounds interleave every contender (raw TCP ring, PCCL, gloo; 2 then 4 peers), so that load from
+# other work on the machine falls on all of them alike; each figure is the median over the rounds
+# of a round's per-op median. AR_BENCH_ROUNDS (default 3), AR_BENCH_SIZES (MiB, default 1 to 256).
+rounds=${AR_BENCH_ROUNDS:-3}
+sizes=${AR_BENCH_SIZES:-1,4,16,64,256}
+big=$(echo "$sizes" | tr ',' '\n' | awk '$1 > 1' | paste -sd, -)
+# The 1 MiB op is short: more of them per round.
+has1=$(echo "$sizes" | tr ',' '\n' | awk '$1 == 1 {print "y"}')
+round=1
+while [ "$round" -le "$rounds" ]; do
+    for n in 2 4; do
+        echo "allreduce: round $round/$rounds, $n peers: raw TCP ring, PCCL, gloo" >&2
+        # Raw TCP: n processes in a ring, each stream running while every other one does.
+        mib=$([ $n = 2 ] && echo 1024 || echo 512)
+        "$tcp" ring $n $mib | awk -v m=$mib '{print $2, $3, m}' >> "$tmp/ring$n"
+        { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers $n --sizes 1 --warmup 20 --iters 50
+          [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers $n --sizes "$big" --warmup 1 --iters 5; } >> "$tmp/pccl$n"
+        { [ "$has1" ] && run_gloo $n 1 50
+          [ -n "$big" ] && run_gloo $n "$big" 5; } |
+            awk '$1 == "gloo" { if (!($2 in t) || $3 > t[$2]) t[$2] = $3; c[$2] += $5 }
+                 END { for (m in t) print "gloo", m, t[m], c[m] }' >> "$tmp/gloo$n"
+    done
+    round=$((round + 1))
+done
 
 for n in 2 4; do
-    echo "allreduce: $n peers, PCCL and gloo" >&2
-    { "$drv" "$master" "$peer" busbw --peers $n --sizes 1 --warmup 20 --iters 200
-      "$drv" "$master" "$peer" busbw --peers $n --sizes 16,64,256 --warmup 1 --iters 5; } > "$tmp/pccl$n"
-    { run_gloo $n 1 200; run_gloo $n 16,64,256 5; } > "$tmp/gloo$n"
-    for mib in 1 16 64 256; do
-        p=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pccl$n")
-        g=$(awk -v m=$mib '$1=="gloo" && $2==m {print $3}' "$tmp/gloo$n")
-        [ -n "$p" ] && [ -n "$g" ] || { echo "allreduce: missing figures for $n peers $mib MiB" >&2; continue; }
+    ring_mbs=$(awk '{print $1}' "$tmp/ring$n" | median)
+    ring_gbs=$(awk -v v="$ring_mbs" 'BEGIN { printf "%.3f", v/1000 }')
+    # Raw TCP's CPU for the bytes an all-reduce moves: N streams of 2(N-1)/N x the op's bytes.
+    ring_cpu_gb=$(awk -v n=$n '{print $2*1e-6/(n*$3*1048576/1e9)*2*(n-1)}' "$tmp/ring$n" | median)
+    echo "allreduce: $n peers, raw TCP ring ${ring_gbs} GB/s per stream, ${ring_cpu_gb} CPU s per GB reduced" >&2
+    for mib in $(echo "$sizes" | tr ',' ' '); do
+        p=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pccl$n" | median)
+        pc=$(awk -v m=$mib '$1=="busbw" && $2==m {print $5}' "$tmp/pccl$n" | median)
+        g=$(awk -v m=$mib '$1=="gloo" && $2==m {print $3}' "$tmp/gloo$n" | median)
+        gc=$(awk -v m=$mib '$1=="gloo" && $2==m {print $4}' "$tmp/gloo$n" | median)
+        [ "$p" != 0 ] && [ "$g" != 0 ] || { echo "allreduce: missing figures for $n peers $mib MiB" >&2; continue; }
         pb=$(busbw $n $mib "$p") gb=$(busbw $n $mib "$g")
         echo "allreduce_lo/n${n}_${mib}MiB_busbw_vs_gloo,$pb,GB/s,$gb,$(ratio "$pb" "$gb")"
+        echo "allreduce_lo/n${n}_${mib}MiB_busbw_vs_tcp_ring,$pb,GB/s,$ring_gbs,$(ratio "$pb" "$ring_gbs")"
         if [ $mib = 1 ]; then
             echo "allreduce_lo/n${n}_1MiB_time_vs_gloo,$p,us,$g,$(ratio "$p" "$g")"
         fi
         if [ $mib = 256 ]; then
-            echo "allreduce_lo/n${n}_256MiB_busbw_vs_raw_tcp,$pb,GB/s,$tcp_gbs,$(ratio "$pb" "$tcp_gbs")"
-            echo "allreduce_lo/n${n}_256MiB_gloo_busbw_vs_raw_tcp,$gb,GB/s,$tcp_gbs,$(ratio "$gb" "$tcp_gbs")"
+            echo "allreduce_lo/n${n}_256MiB_gloo_busbw_vs_tcp_ring,$gb,GB/s,$ring_gbs,$(ratio "$gb" "$ring_gbs")"
+        fi
+        pcg=$(cpu_gb $mib "$pc") gcg=$(cpu_gb $mib "$gc")
+        echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_vs_gloo,$pcg,s/GB,$gcg,$(ratio "$pcg" "$gcg")"
+        if [ $mib = 256 ]; then
+            echo "allreduce_cpu/n${n}_256MiB_cpu_s_per_GB_vs_tcp_ring,$pcg,s/GB,$ring_cpu_gb,$(ratio "$pcg" "$ring_cpu_gb")"
+            echo "allreduce_cpu/n${n}_256MiB_gloo_cpu_s_per_GB_vs_tcp_ring,$gcg,s/GB,$ring_cpu_gb,$(ratio "$gcg" "$ring_cpu_gb")"
         fi
     done
 done
+
+# AR_BENCH_BUSBW_ONLY=1: stop here (for quick comparisons).
+[ "${AR_BENCH_BUSBW_ONLY:-0}" = 1 ] && exit 0
 
 # What sending by reference (vmsplice) buys: 4 peers, 256 MiB, PCCL_SEND_SPLICE=1 vs =0, run
 # back to back three times each (the loopback figures swing between runs on a shared machine).

@@ -1,6 +1,8 @@
 /* ar_bench: drives pccl-master and ar_bench_peer processes for the all-reduce benchmarks; prints
  * plain result lines that allreduce_bench.sh turns into CSV rows.
- *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US" per size
+ *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US CPU_US SLEEPS" per size
+ *     (MEDIAN_US, MIN_US: the slowest peer's; CPU_US: the sum over the peers of each one's median
+ *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches)
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
  * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P  --quant
  *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops)
@@ -149,19 +151,21 @@ static int busbw(void) {
             snprintf(cmd, sizeof cmd, "bench %llu %zu %d %d %d", next_tag, count, o.warmup, o.iters, o.quant);
         next_tag += (unsigned long long) (o.warmup + o.iters) * (unsigned long long) (o.parts > 0 ? o.parts : 1);
         for (int i = 0; i < npeers; i++) h_send(&peer[i], cmd);
-        uint64_t med = 0, min = 0;
+        uint64_t med = 0, min = 0, cpu = 0, sleeps = 0;
         for (int i = 0; i < npeers; i++) {
             int r;
-            unsigned long long m, n;
+            unsigned long long m, n, c, w;
             if (!read_word(&peer[i], "bench", line, sizeof line, 600000) ||
-                sscanf(line, "bench %d %llu %llu", &r, &m, &n) != 3 || r != 0) {
+                sscanf(line, "bench %d %llu %llu %llu %llu", &r, &m, &n, &c, &w) != 5 || r != 0) {
                 fprintf(stderr, "ar_bench: bench failed: %s\n", line);
                 return 1;
             }
             if (m > med) med = m; /* the slowest peer's median: the op is collective */
             if (n > min) min = n;
+            cpu += c;
+            sleeps += w;
         }
-        printf("busbw %g %" PRIu64 " %" PRIu64 "\n", o.sizes[s], med, min);
+        printf("busbw %g %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o.sizes[s], med, min, cpu, sleeps);
         fflush(stdout);
     }
     return 0;

@@ -3,13 +3,16 @@
  *   connect                 -> "connect RESULT"
  *   update                  -> "update RESULT"
  *   bench TAG COUNT WARMUP ITERS QUANT
- *                           -> "bench RESULT MEDIAN_US MIN_US"  float32 Sum all-reduces of COUNT
+ *                           -> "bench RESULT MEDIAN_US MIN_US CPU_US SLEEPS"  float32 Sum all-reduces
  *                              elements with tags TAG, TAG+1, ... (every peer must use the same
- *                              ones; QUANT 1: min-max to uint8 on the wire)
+ *                              ones; QUANT 1: min-max to uint8 on the wire); CPU_US: the
+ *                              median over the timed ops of this process's user + system time
+ *                              (every thread, getrusage) spent inside one op; SLEEPS: the
+ *                              median of its voluntary context switches per op
  *   arg TAG COUNT           -> "go", then "ar RESULT CALL_US END_US"  one all-reduce; END_US is
  *                              CLOCK_MONOTONIC at its return (failure-latency runs)
  *   multi TAG COUNT PARTS INFLIGHT WARMUP ITERS
- *                           -> "bench RESULT MEDIAN_US MIN_US"  the same buffers cut into PARTS
+ *                           -> "bench RESULT MEDIAN_US MIN_US CPU_US SLEEPS"  the same buffers cut into PARTS
  *                              all-reduces, pcclAllReduceMultipleWithRetry with INFLIGHT at once
  *   quit                    -> "bye" */
 #include <stdbool.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "pccl.h"
@@ -25,6 +29,21 @@ static uint64_t now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* Voluntary context switches (sleeps: one per wake-up) of every thread so far. */
+static uint64_t sleeps(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t) ru.ru_nvcsw;
+}
+
+/* User + system time of every thread of this process so far. */
+static uint64_t cpu_us(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u + (uint64_t) ru.ru_utime.tv_usec +
+           (uint64_t) ru.ru_stime.tv_usec;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -45,6 +64,17 @@ static bool parse_addr(const char *s, ccoip_socket_address_t *out) {
 }
 
 static uint64_t next_tag = 1;
+
+/* "bench RESULT MEDIAN_US MIN_US CPU_US SLEEPS" from done per-op times t[], CPU times c[] and
+ * voluntary context switches w[] (medians). */
+static void report(pcclResult_t r, uint64_t *t, uint64_t *c, uint64_t *w, int done) {
+    qsort(t, (size_t) done, sizeof t[0], cmp_u64);
+    qsort(c, (size_t) done, sizeof c[0], cmp_u64);
+    qsort(w, (size_t) done, sizeof w[0], cmp_u64);
+    printf("bench %d %llu %llu %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
+           done ? (unsigned long long) t[0] : 0ull, done ? (unsigned long long) c[done / 2] : 0ull,
+           done ? (unsigned long long) w[done / 2] : 0ull);
+}
 
 static pcclResult_t one(pcclComm_t *comm, float *send, float *recv, size_t count, int quant) {
     pcclReduceDescriptor_t d;
@@ -97,23 +127,23 @@ int main(int argc, char **argv) {
             next_tag = tag;
             pcclResult_t r = pcclSuccess;
             for (int i = 0; i < warmup && r == pcclSuccess; i++) r = one(comm, send, recv, count, quant);
-            uint64_t t[1000];
+            uint64_t t[1000], c[1000], w[1000];
             int done = 0;
             for (; done < iters && r == pcclSuccess; done++) {
-                uint64_t t0 = now_us();
+                uint64_t w0 = sleeps(), c0 = cpu_us(), t0 = now_us();
                 r = one(comm, send, recv, count, quant);
                 t[done] = now_us() - t0;
+                c[done] = cpu_us() - c0;
+                w[done] = sleeps() - w0;
             }
-            qsort(t, (size_t) done, sizeof t[0], cmp_u64);
-            printf("bench %d %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
-                   done ? (unsigned long long) t[0] : 0ull);
+            report(r, t, c, w, done);
             free(send);
             free(recv);
         } else if (sscanf(line, "multi %llu %zu %d %d %d %d", &tag, &count, &parts, &inflight, &warmup, &iters) == 6 &&
                    parts > 0 && parts <= 1024 && iters > 0 && iters <= 1000) {
             float *send = buffer(count), *recv = buffer(count);
             pcclReduceOpDescriptor_t *descs = calloc((size_t) parts, sizeof *descs);
-            uint64_t t[1000];
+            uint64_t t[1000], c[1000], w[1000];
             int done = 0;
             pcclResult_t r = pcclSuccess;
             for (int it = 0; it < warmup + iters && r == pcclSuccess; it++) {
@@ -126,13 +156,15 @@ int main(int argc, char **argv) {
                     descs[k].descriptor.tag = tag++;
                     descs[k].descriptor.src_descriptor.datatype = pcclFloat;
                 }
-                uint64_t t0 = now_us();
+                uint64_t w0 = sleeps(), c0 = cpu_us(), t0 = now_us();
                 r = pcclAllReduceMultipleWithRetry(descs, (size_t) parts, comm, NULL, inflight);
-                if (it >= warmup) t[done++] = now_us() - t0;
+                if (it >= warmup) {
+                    t[done] = now_us() - t0;
+                    c[done] = cpu_us() - c0;
+                    w[done++] = sleeps() - w0;
+                }
             }
-            qsort(t, (size_t) done, sizeof t[0], cmp_u64);
-            printf("bench %d %llu %llu\n", (int) r, done ? (unsigned long long) t[done / 2] : 0ull,
-                   done ? (unsigned long long) t[0] : 0ull);
+            report(r, t, c, w, done);
             free(descs);
             free(send);
             free(recv);

@@ -1,5 +1,12 @@
-/* tcp_bench: single-stream raw TCP goodput, the baseline of the all-reduce benchmarks.
+/* tcp_bench: raw TCP goodput, the baselines of the all-reduce benchmarks.
  *   tcp_bench loop MIB               a server and a client over 127.0.0.1 -> "tcp MB_PER_S"
+ *   tcp_bench ring N MIB             N processes on 127.0.0.1 in a ring, each sending MIB to the
+ *                                    next while it receives MIB from the previous one, all at once
+ *                                    (what a ring all-reduce of N peers asks of the host; N = 2 is
+ *                                    two streams running both ways between the same two processes)
+ *                                    -> "ring MB_PER_S CPU_US": the slowest process's goodput per
+ *                                    stream, and the user + system time of all N (wait4), set-up
+ *                                    included
  *   tcp_bench server IP              listens on IP:0, prints "port N", receives one stream
  *   tcp_bench client IP PORT MIB     sends MIB to IP:PORT -> "tcp MB_PER_S"
  * The client sends MIB MiB in 1 MiB writes then half-closes; the server answers one byte once it
@@ -11,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,7 +94,105 @@ static double client(const char *ip, int port, double mib) {
     return (double) total / dt / 1e6;
 }
 
+typedef struct ring_send {
+    int fd;
+    size_t total;
+} ring_send_t;
+
+static void *ring_sender(void *arg) {
+    ring_send_t *rs = arg;
+    static char buf[1 << 20];
+    memset(buf, 0x5a, sizeof buf);
+    for (size_t sent = 0; sent < rs->total;) {
+        size_t want = rs->total - sent < sizeof buf ? rs->total - sent : sizeof buf;
+        ssize_t n = send(rs->fd, buf, want, MSG_NOSIGNAL);
+        if (n <= 0) {
+            perror("tcp_bench: ring send");
+            exit(1);
+        }
+        sent += (size_t) n;
+    }
+    return NULL;
+}
+
+static int connect_to(int port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    for (int i = 0; i < 100; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *) &a, sizeof a) == 0) return fd;
+        if (fd >= 0) close(fd);
+        usleep(20000);
+    }
+    perror("tcp_bench: ring connect");
+    exit(1);
+}
+
+/* One member of the ring: connect to next, accept from prev, wait for the go byte on `go`,
+ * send and receive at once; writes its goodput (MB/s, both directions done) to `res`. */
+static void ring_member(int lfd, int next_port, int go, int res, size_t total) {
+    int tx = connect_to(next_port), rx = accept(lfd, NULL, NULL);
+    if (rx < 0) exit(1);
+    int one = 1;
+    setsockopt(tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char c;
+    if (write(res, "r", 1) != 1 || read(go, &c, 1) != 1) exit(1);
+    static char buf[1 << 20];
+    ring_send_t rs = {tx, total};
+    pthread_t th;
+    double t0 = now_s();
+    if (pthread_create(&th, NULL, ring_sender, &rs) != 0) exit(1);
+    for (size_t got = 0; got < total;) {
+        ssize_t n = recv(rx, buf, sizeof buf, 0);
+        if (n <= 0) exit(1);
+        got += (size_t) n;
+    }
+    pthread_join(th, NULL);
+    double mbs = (double) total / (now_s() - t0) / 1e6;
+    if (write(res, &mbs, sizeof mbs) != (ssize_t) sizeof mbs) exit(1);
+    close(tx);
+    close(rx);
+}
+
+static int ring(int n, double mib) {
+    if (n < 2 || n > 64) return 2;
+    int lfd[64], port[64], go[2], res[2];
+    for (int i = 0; i < n; i++) lfd[i] = listen_on("127.0.0.1", &port[i]);
+    if (pipe(go) != 0 || pipe(res) != 0) return 1;
+    size_t total = (size_t) (mib * 1048576.0);
+    pid_t pid[64];
+    for (int i = 0; i < n; i++) {
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            ring_member(lfd[i], port[(i + 1) % n], go[0], res[1], total);
+            _exit(0);
+        }
+    }
+    char c;
+    for (int i = 0; i < n; i++)
+        if (read(res[0], &c, 1) != 1) return 1;
+    for (int i = 0; i < n; i++)
+        if (write(go[1], "g", 1) != 1) return 1;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double mbs;
+        if (read(res[0], &mbs, sizeof mbs) != (ssize_t) sizeof mbs) return 1;
+        if (worst == 0 || mbs < worst) worst = mbs;
+    }
+    uint64_t cpu = 0;
+    for (int i = 0; i < n; i++) {
+        struct rusage ru;
+        int st;
+        if (wait4(pid[i], &st, 0, &ru) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
+        cpu += (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u + (uint64_t) ru.ru_utime.tv_usec +
+               (uint64_t) ru.ru_stime.tv_usec;
+    }
+    printf("ring %.1f %llu\n", worst, (unsigned long long) cpu);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && strcmp(argv[1], "ring") == 0) return ring(atoi(argv[2]), atof(argv[3]));
     if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
         int port, lfd = listen_on("127.0.0.1", &port);
         pid_t pid = fork();
@@ -109,6 +216,6 @@ int main(int argc, char **argv) {
         printf("tcp %.1f\n", client(argv[2], atoi(argv[3]), atof(argv[4])));
         return 0;
     }
-    fprintf(stderr, "usage: tcp_bench loop MIB | server IP | client IP PORT MIB\n");
+    fprintf(stderr, "usage: tcp_bench loop MIB | ring N MIB | server IP | client IP PORT MIB\n");
     return 2;
 }
