@@ -74,7 +74,8 @@ for n in 2 4; do
     ring_mbs=$(awk '{print $1}' "$tmp/ring$n" | median)
     ring_gbs=$(awk -v v="$ring_mbs" 'BEGIN { printf "%.3f", v/1000 }')
     # Raw TCP's CPU for the bytes an all-reduce moves: N streams of 2(N-1)/N x the op's bytes.
-    ring_cpu_gb=$(awk -v n=$n '{print $2*1e-6/(n*$3*1048576/1e9)*2*(n-1)}' "$tmp/ring$n" | median)
+    ring_cpu_gb=$(awk -v n=$n '{print $2*1e-6/(n*$3*1048576/1e9)*2*(n-1)}' "$tmp/ring$n" | median |
+        awk '{printf "%.4f", $1}')
     echo "allreduce: $n peers, raw TCP ring ${ring_gbs} GB/s per stream, ${ring_cpu_gb} CPU s per GB reduced" >&2
     for mib in $(echo "$sizes" | tr ',' ' '); do
         p=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pccl$n" | median)

@@ -5,8 +5,9 @@
  *                                    (what a ring all-reduce of N peers asks of the host; N = 2 is
  *                                    two streams running both ways between the same two processes)
  *                                    -> "ring MB_PER_S CPU_US": the slowest process's goodput per
- *                                    stream, and the user + system time of all N (wait4), set-up
- *                                    included
+ *                                    stream, and the user + system time (getrusage, every thread)
+ *                                    that all N spent while the bytes moved
+ *                                    TCP_BENCH_SPAN_MIB=M: send from and receive into M MiB buffers
  *   tcp_bench server IP              listens on IP:0, prints "port N", receives one stream
  *   tcp_bench client IP PORT MIB     sends MIB to IP:PORT -> "tcp MB_PER_S"
  * The client sends MIB MiB in 1 MiB writes then half-closes; the server answers one byte once it
@@ -24,6 +25,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* User + system time of every thread of this process so far, in seconds. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -96,16 +104,25 @@ static double client(const char *ip, int port, double mib) {
 
 typedef struct ring_send {
     int fd;
-    size_t total;
+    size_t total, span;
+    char *buf;
 } ring_send_t;
+
+/* A buffer of span bytes, every page touched. */
+static char *span_buffer(size_t span) {
+    char *b = malloc(span);
+    if (b == NULL) exit(1);
+    memset(b, 0x5a, span);
+    return b;
+}
 
 static void *ring_sender(void *arg) {
     ring_send_t *rs = arg;
-    static char buf[1 << 20];
-    memset(buf, 0x5a, sizeof buf);
     for (size_t sent = 0; sent < rs->total;) {
-        size_t want = rs->total - sent < sizeof buf ? rs->total - sent : sizeof buf;
-        ssize_t n = send(rs->fd, buf, want, MSG_NOSIGNAL);
+        size_t at = sent % rs->span, want = rs->total - sent;
+        if (want > (1u << 20)) want = 1u << 20;
+        if (want > rs->span - at) want = rs->span - at;
+        ssize_t n = send(rs->fd, rs->buf + at, want, MSG_NOSIGNAL);
         if (n <= 0) {
             perror("tcp_bench: ring send");
             exit(1);
@@ -136,20 +153,25 @@ static void ring_member(int lfd, int next_port, int go, int res, size_t total) {
     int one = 1;
     setsockopt(tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char c;
+    /* TCP_BENCH_SPAN_MIB: send from and receive into buffers of that size (an all-reduce's
+     * working set, mostly out of cache) instead of 1 MiB ones that stay in cache. */
+    const char *sp = getenv("TCP_BENCH_SPAN_MIB");
+    size_t span = (sp != NULL && atoi(sp) > 0 ? (size_t) atoi(sp) : 1u) << 20;
+    char *rbuf = span_buffer(span);
+    ring_send_t rs = {tx, total, span, span_buffer(span)};
     if (write(res, "r", 1) != 1 || read(go, &c, 1) != 1) exit(1);
-    static char buf[1 << 20];
-    ring_send_t rs = {tx, total};
     pthread_t th;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (pthread_create(&th, NULL, ring_sender, &rs) != 0) exit(1);
     for (size_t got = 0; got < total;) {
-        ssize_t n = recv(rx, buf, sizeof buf, 0);
+        size_t at = got % span, want = span - at < (1u << 20) ? span - at : (1u << 20);
+        ssize_t n = recv(rx, rbuf + at, want, 0);
         if (n <= 0) exit(1);
         got += (size_t) n;
     }
     pthread_join(th, NULL);
-    double mbs = (double) total / (now_s() - t0) / 1e6;
-    if (write(res, &mbs, sizeof mbs) != (ssize_t) sizeof mbs) exit(1);
+    double out[2] = {(double) total / (now_s() - t0) / 1e6, cpu_s() - c0};
+    if (write(res, out, sizeof out) != (ssize_t) sizeof out) exit(1);
     close(tx);
     close(rx);
 }
@@ -173,21 +195,18 @@ static int ring(int n, double mib) {
         if (read(res[0], &c, 1) != 1) return 1;
     for (int i = 0; i < n; i++)
         if (write(go[1], "g", 1) != 1) return 1;
-    double worst = 0;
+    double worst = 0, cpu = 0;
     for (int i = 0; i < n; i++) {
-        double mbs;
-        if (read(res[0], &mbs, sizeof mbs) != (ssize_t) sizeof mbs) return 1;
-        if (worst == 0 || mbs < worst) worst = mbs;
+        double got[2];
+        if (read(res[0], got, sizeof got) != (ssize_t) sizeof got) return 1;
+        if (worst == 0 || got[0] < worst) worst = got[0];
+        cpu += got[1];
     }
-    uint64_t cpu = 0;
     for (int i = 0; i < n; i++) {
-        struct rusage ru;
         int st;
-        if (wait4(pid[i], &st, 0, &ru) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
-        cpu += (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u + (uint64_t) ru.ru_utime.tv_usec +
-               (uint64_t) ru.ru_stime.tv_usec;
+        if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
     }
-    printf("ring %.1f %llu\n", worst, (unsigned long long) cpu);
+    printf("ring %.1f %.0f\n", worst, cpu * 1e6);
     return 0;
 }
 
