@@ -53,19 +53,31 @@ sizes=${AR_BENCH_SIZES:-1,4,16,64,256}
 big=$(echo "$sizes" | tr ',' '\n' | awk '$1 > 1' | paste -sd, -)
 # The 1 MiB op is short: more of them per round.
 has1=$(echo "$sizes" | tr ',' '\n' | awk '$1 == 1 {print "y"}')
+
+run_ring() { # N: n processes in a ring, each stream running while every other one does
+    mib=$([ "$1" = 2 ] && echo 1024 || echo 512)
+    "$tcp" ring "$1" $mib | awk -v m=$mib '{print $2, $3, m}' >> "$tmp/ring$1"
+}
+run_pccl() { # N
+    { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50
+      [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5; } >> "$tmp/pccl$1"
+}
+run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
+    { [ "$has1" ] && run_gloo "$1" 1 50
+      [ -n "$big" ] && run_gloo "$1" "$big" 5; } |
+        awk '$1 == "gloo" { if (!($2 in t) || $3 > t[$2]) t[$2] = $3; c[$2] += $5 }
+             END { for (m in t) print "gloo", m, t[m], c[m] }' >> "$tmp/gloo$1"
+}
+
+# Odd rounds run ring, PCCL, gloo; even rounds the other way round (what runs first in a round
+# was measured to fare differently on this machine).
 round=1
 while [ "$round" -le "$rounds" ]; do
+    order="ring pccl gloo_all"
+    [ $((round % 2)) = 0 ] && order="gloo_all pccl ring"
     for n in 2 4; do
-        echo "allreduce: round $round/$rounds, $n peers: raw TCP ring, PCCL, gloo" >&2
-        # Raw TCP: n processes in a ring, each stream running while every other one does.
-        mib=$([ $n = 2 ] && echo 1024 || echo 512)
-        "$tcp" ring $n $mib | awk -v m=$mib '{print $2, $3, m}' >> "$tmp/ring$n"
-        { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers $n --sizes 1 --warmup 20 --iters 50
-          [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers $n --sizes "$big" --warmup 1 --iters 5; } >> "$tmp/pccl$n"
-        { [ "$has1" ] && run_gloo $n 1 50
-          [ -n "$big" ] && run_gloo $n "$big" 5; } |
-            awk '$1 == "gloo" { if (!($2 in t) || $3 > t[$2]) t[$2] = $3; c[$2] += $5 }
-                 END { for (m in t) print "gloo", m, t[m], c[m] }' >> "$tmp/gloo$n"
+        echo "allreduce: round $round/$rounds, $n peers: $order" >&2
+        for who in $order; do "run_$who" $n; done
     done
     round=$((round + 1))
 done
