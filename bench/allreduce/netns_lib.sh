@@ -3,7 +3,8 @@
 # namespace. Shaping per /work/shared/NETWORK.md: tbf on each host's egress and on its switch
 # port (the host's ingress), burst = max(1 ms at the rate, 16000 bytes) with gso_max_size capped
 # at 0.9 x burst (smaller bursts make tbf split GSO batches in software and starve the CPU).
-# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic).
+# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic);
+# optional per-flow rate caps (ns_flowcap) and congestion control per host (ns_cc).
 
 NS_PREFIX=${NS_PREFIX:-arb$$}
 NS_HOSTS=""
@@ -15,6 +16,7 @@ ns_name() { echo "${NS_PREFIX}h$1"; }
 ns_setup() {
     n=$1 rate=$2
     burst=$(( rate * 1000000 / 8 / 1000 )); [ $burst -lt 16000 ] && burst=16000
+    NS_RATE=$rate NS_BURST=$burst
     gso=$(( burst * 9 / 10 ))
     ip netns add "${NS_PREFIX}sw" 2>/dev/null || return 1
     NS_HOSTS="${NS_PREFIX}sw"
@@ -60,6 +62,50 @@ ns_impair() {
     sleep 0.3
 }
 
+# ns_flowcap CAP_MBIT: every TCP flow leaving a host is held to CAP_MBIT within the link rate.
+# This kernel has no fq (no maxrate), sfq, flower or flow classifier, so: htb replaces the host's
+# egress tbf (root class at the link rate; 256 leaf classes of ceil CAP_MBIT), and a u32 hash
+# table on the low byte of the TCP source port picks the leaf. The host's ephemeral ports are
+# narrowed to 256 consecutive ones (ip_local_port_range; tcp_tw_reuse for the TIME_WAITs), so no
+# two flows of one host share a leaf. Each flow's data goes out from the connecting side's
+# ephemeral port; the ACKs of all flows a listener accepted share the listener's leaf.
+ns_flowcap() {
+    ns_cap=$1
+    for ns_h in $NS_HOSTS; do
+        case $ns_h in *sw) continue;; esac
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.ip_local_port_range="40000 40255" net.ipv4.tcp_tw_reuse=1 || return 1
+        ns_b=$(mktemp)
+        {
+            echo "qdisc replace dev eth0 root handle 1: htb default 2"
+            echo "class add dev eth0 parent 1: classid 1:1 htb rate ${NS_RATE}mbit ceil ${NS_RATE}mbit burst $NS_BURST cburst $NS_BURST"
+            echo "class add dev eth0 parent 1:1 classid 1:2 htb rate 1mbit ceil ${NS_RATE}mbit burst $NS_BURST cburst $NS_BURST"
+            ns_k=0
+            while [ $ns_k -lt 256 ]; do
+                ns_c=$(printf %x $((256 + ns_k)))
+                echo "class add dev eth0 parent 1:1 classid 1:$ns_c htb rate 1mbit ceil ${ns_cap}mbit burst $NS_BURST cburst $NS_BURST"
+                ns_k=$((ns_k + 1))
+            done
+            echo "filter add dev eth0 parent 1: prio 1 handle 2: protocol ip u32 divisor 256"
+            ns_k=0
+            while [ $ns_k -lt 256 ]; do
+                echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 2:$(printf %x $ns_k): match u32 0 0 flowid 1:$(printf %x $((256 + ns_k)))"
+                ns_k=$((ns_k + 1))
+            done
+            echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x00ff0000 at 20 link 2:"
+        } > "$ns_b"
+        tc -n "$ns_h" -batch "$ns_b" || { rm -f "$ns_b"; return 1; }
+        rm -f "$ns_b"
+    done
+}
+
+# ns_cc ALG: the hosts' congestion control (e.g. cubic instead of the machine's BBR).
+ns_cc() {
+    for ns_h in $NS_HOSTS; do
+        case $ns_h in *sw) continue;; esac
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$1" || return 1
+    done
+}
+
 ns_cleanup() {
     for p in $NS_DELAY_PIDS; do kill "$p" 2>/dev/null; done
     for h in $NS_HOSTS; do
@@ -79,6 +125,31 @@ ns_tcp() {
     ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" | awk '{print $2}'
     wait $sp
     rm -f "$fifo"
+}
+
+# ns_tcp_n FROM TO MIB N: N parallel raw TCP streams from FROM to TO, MIB MiB each, started
+# together -> their aggregate goodput (MB/s: all bytes over the time until the last finished).
+ns_tcp_n() {
+    k=0 ports="" spids="" cpids=""
+    while [ $k -lt "$4" ]; do
+        fifo=$(mktemp -u)
+        mkfifo "$fifo"
+        ip netns exec "$(ns_name $2)" "$TCP_BENCH" server "10.77.0.$(($2 + 1))" > "$fifo" &
+        spids="$spids $!"
+        read -r _ port < "$fifo"
+        rm -f "$fifo"
+        ports="$ports $port"
+        k=$((k + 1))
+    done
+    t0=$(date +%s.%N)
+    for port in $ports; do
+        ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" > /dev/null &
+        cpids="$cpids $!"
+    done
+    wait $cpids
+    t1=$(date +%s.%N)
+    wait $spids
+    awk -v n="$4" -v m="$3" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", n*m*1.048576/(b-a) }'
 }
 
 # ns_gloo N SIZES ITERS: gloo ranks on hosts 0..N-1 -> rank 0's lines "gloo SIZE MEDIAN_US MIN_US"
