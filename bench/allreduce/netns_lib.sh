@@ -9,6 +9,8 @@
 NS_PREFIX=${NS_PREFIX:-arb$$}
 NS_HOSTS=""
 NS_DELAY_PIDS=""
+NS_RT=""
+command -v chrt > /dev/null 2>&1 && chrt -f 20 true 2>/dev/null && NS_RT="chrt -f 20"
 
 ns_name() { echo "${NS_PREFIX}h$1"; }
 
@@ -54,7 +56,9 @@ ns_impair() {
         fi
         if [ "$delay" != 0 ]; then
             ip netns exec "$h" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num $i || return 1
-            ip netns exec "$h" "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
+            # Real-time priority: on a loaded box a late wake-up of the delay line adds queueing
+            # delay that a real path would not have (the more packets, the more it adds).
+            ip netns exec "$h" $NS_RT "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
             NS_DELAY_PIDS="$NS_DELAY_PIDS $!"
         fi
         i=$((i + 1))

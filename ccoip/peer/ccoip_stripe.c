@@ -2,6 +2,7 @@
  * streams to one neighbour (ccoip_stripe.h). */
 #include "ccoip/peer/ccoip_stripe.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
@@ -10,7 +11,9 @@ uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
 }
 
 uint32_t ccoip_stripe_window(uint32_t width) {
-    uint32_t w = 4 * width;
+    /* PCCL_STRIPE_WINDOW: for experiments; local (the frames' order does not depend on it). */
+    const char *e = getenv("PCCL_STRIPE_WINDOW");
+    uint32_t w = e != NULL && atoi(e) > 0 ? (uint32_t) atoi(e) : 2 * width;
     if (w < REDUCE_RING_DEFAULT_WINDOW) w = REDUCE_RING_DEFAULT_WINDOW;
     return w > REDUCE_RING_MAX_WINDOW ? REDUCE_RING_MAX_WINDOW : w;
 }
