@@ -9,7 +9,9 @@
 #   - cubic: 2 hosts, 500 Mbit/s, cubic instead of BBR, 25 ms one-way and 0.1% loss
 #     (FLOW_LOSS_MIB, default 16), then 50 ms and 1% (FLOW_LOSS1_MIB, default 4); pools 1/4/8.
 # Bus bandwidth = 2(N-1)/N x bytes / time (median of the op times). Needs root; prints a skip
-# line otherwise. CSV rows on stdout. FLOW_CASES picks cases (default "flowcap linkonly cubic").
+# line otherwise. CSV rows on stdout (medians over FLOW_ROUNDS interleaved rounds, default 2).
+# FLOW_CASES picks cases (default "flowcap linkonly cubic"). Raw TCP: k streams of 16 MiB each
+# (flowcap, linkonly) or of the op's size (cubic), started together (ns_tcp_n).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -26,57 +28,64 @@ if [ "$(id -u)" != 0 ]; then
     exit 0
 fi
 
-# pools NAME HOSTS MIB WARMUP ITERS POOLS...: one op per pool size; rows against raw TCP with 1
-# stream ($tcp1) and with as many streams as the pool ($tcpN from tcp_of), and against pool 1.
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+# of FILE KEY: the median of the values of KEY in FILE (lines "KEY VALUE").
+of() { awk -v k="$2" '$1==k {print $2}' "$1" | median; }
+
+# pools NAME HOSTS MIB WARMUP ITERS POOLS...: one run per pool size -> "$tmp/res_NAME".
 pools() {
     name=$1 n=$2 mib=$3 warm=$4 iters=$5
     shift 5
-    p1=""
     for pool in "$@"; do
         "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
             --pool "$pool" --warmup "$warm" --iters "$iters" > "$tmp/p" || { echo "flow_bench: $name pool $pool failed" >&2; continue; }
         us=$(awk '$1=="busbw" {print $3}' "$tmp/p")
-        [ -n "$us" ] || continue
-        b=$(bus "$n" "$mib" "$us")
-        [ "$pool" = 1 ] && p1=$b
-        base=$(awk -v k="$pool" '$1==k {print $2}' "$tmp/tcp_$name")
-        echo "flow_bench: $name pool $pool: $b MB/s (raw TCP x$pool: $base)" >&2
-        echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${pool}_busbw_vs_raw_tcp_${pool}_streams,$b,MB/s,$base,$(ratio "$b" "$base")"
-        [ -n "$p1" ] && [ "$pool" != 1 ] &&
-            echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${pool}_busbw_vs_pool1,$b,MB/s,$p1,$(ratio "$b" "$p1")"
+        [ -n "$us" ] && echo "$pool $(bus "$n" "$mib" "$us")" >> "$tmp/res_$name"
     done
 }
 
-# tcp_of NAME MIB POOLS...: raw TCP h0 -> h1 with k parallel streams for each k (MIB over all).
+# tcp_of NAME MIB STREAMS...: raw TCP h0 -> h1 with k parallel streams of MIB each -> "$tmp/tcp_NAME".
 tcp_of() {
     name=$1 mib=$2
     shift 2
-    : > "$tmp/tcp_$name"
+    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 "$mib" "$k")" >> "$tmp/tcp_$name"; done
+}
+
+# rows NAME HOSTS MIB POOLS...: the medians over the rounds as CSV rows.
+rows() {
+    name=$1 n=$2 mib=$3
+    shift 3
+    one=$(of "$tmp/tcp_$name" 1) p1=$(of "$tmp/res_$name" 1)
+    echo "flow_bench: $name: raw TCP $(tr '\n' ' ' < "$tmp/tcp_$name"); pools $(tr '\n' ' ' < "$tmp/res_$name")" >&2
     for k in "$@"; do
-        per=$(( (mib + k - 1) / k ))
-        echo "$k $(ns_tcp_n 0 1 $per "$k")" >> "$tmp/tcp_$name"
-    done
-    echo "flow_bench: $name raw TCP (streams MB/s): $(tr '\n' ' ' < "$tmp/tcp_$name")" >&2
-    one=$(awk '$1==1 {print $2}' "$tmp/tcp_$name")
-    for k in "$@"; do
-        [ "$k" = 1 ] && continue
-        v=$(awk -v k="$k" '$1==k {print $2}' "$tmp/tcp_$name")
-        echo "allreduce_flow/${name}_raw_tcp_${k}_streams_vs_1_stream,$v,MB/s,$one,$(ratio "$v" "$one")"
+        t=$(of "$tmp/tcp_$name" "$k") b=$(of "$tmp/res_$name" "$k")
+        [ "$k" != 1 ] && [ -n "$t" ] &&
+            echo "allreduce_flow/${name}_raw_tcp_${k}_streams_vs_1_stream,$t,MB/s,$one,$(ratio "$t" "$one")"
+        [ -n "$b" ] || continue
+        echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_raw_tcp_${k}_streams,$b,MB/s,$t,$(ratio "$b" "$t")"
+        [ "$k" != 1 ] && [ -n "$p1" ] &&
+            echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_pool1,$b,MB/s,$p1,$(ratio "$b" "$p1")"
     done
 }
 
+rounds=${FLOW_ROUNDS:-2}
 cases=${FLOW_CASES:-flowcap linkonly cubic}
 for c in $cases; do
     case $c in
     flowcap|linkonly)
         mib=${FLOW_CAP_MIB:-64}
-        if ! ns_setup 4 500 || { [ $c = flowcap ] && ! ns_flowcap 100; } || ! ns_impair 25 0; then
+        if ! ns_setup 4 500 || { [ $c = flowcap ] && ! ns_flowcap 100 2>/dev/null; } || ! ns_impair 25 0; then
             echo "flow_bench: SKIPPED $c: cannot shape the namespaces" >&2
             ns_cleanup
             continue
         fi
-        tcp_of $c 64 1 2 4 8
-        pools $c 4 "$mib" 1 2 1 2 4 8
+        r=0
+        while [ $r -lt "$rounds" ]; do
+            tcp_of $c 16 1 2 4 8
+            pools $c 4 "$mib" 1 2 1 2 4 8
+            r=$((r + 1))
+        done
+        rows $c 4 "$mib" 1 2 4 8
         ns_cleanup ;;
     cubic)
         for prof in "25 0.001 ${FLOW_LOSS_MIB:-16}" "50 0.01 ${FLOW_LOSS1_MIB:-4}"; do
@@ -87,8 +96,13 @@ for c in $cases; do
                 ns_cleanup
                 continue
             fi
-            tcp_of $name "$mib" 1 4 8
-            pools $name 2 "$mib" 0 3 1 4 8
+            r=0
+            while [ $r -lt "$rounds" ]; do
+                tcp_of $name "$mib" 1 4 8
+                pools $name 2 "$mib" 0 3 1 4 8
+                r=$((r + 1))
+            done
+            rows $name 2 "$mib" 1 4 8
             ns_cleanup
         done ;;
     esac
