@@ -6,12 +6,15 @@
 #   - flowcap: 4 hosts, 500 Mbit/s link, 100 Mbit/s per flow (htb + u32 hash, ns_flowcap), 25 ms
 #     one-way delay; FLOW_CAP_MIB (default 64) per op; goal pool N >= 0.9 x min(N x cap, link);
 #   - linkonly: the same without the per-flow caps (BBR); goal pool N >= 0.95 x pool 1;
-#   - cubic: 2 hosts, 500 Mbit/s, cubic instead of BBR, 25 ms one-way and 0.1% loss
-#     (FLOW_LOSS_MIB, default 16), then 50 ms and 1% (FLOW_LOSS1_MIB, default 4); pools 1/4/8.
+#   - cubic: 2 hosts, 500 Mbit/s, cubic instead of BBR (reno where the root namespace does not
+#     allow cubic in others: the row names the one used), one segment per skb so that the loss
+#     is per packet (ns_per_packet), 25 ms one-way and 0.1% loss, 16 MiB (FLOW_LOSS_PROFILES
+#     adds others, e.g. "50 0.01 4"); pools 1/4/8.
 # Bus bandwidth = 2(N-1)/N x bytes / time (median of the op times). Needs root; prints a skip
 # line otherwise. CSV rows on stdout (medians over FLOW_ROUNDS interleaved rounds, default 2).
-# FLOW_CASES picks cases (default "flowcap linkonly cubic"). Raw TCP: k streams of 16 MiB each
-# (flowcap, linkonly) or of the op's size (cubic), started together (ns_tcp_n).
+# FLOW_CASES picks cases (default "flowcap linkonly cubic"). Raw TCP: k streams of 32 MiB each
+# (FLOW_TCP_MIB, default 32; flowcap, linkonly) or of the op's size (cubic), started together
+# (ns_tcp_n).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -46,9 +49,9 @@ pools() {
 
 # tcp_of NAME MIB STREAMS...: raw TCP h0 -> h1 with k parallel streams of MIB each -> "$tmp/tcp_NAME".
 tcp_of() {
-    name=$1 mib=$2
+    t_name=$1 t_mib=$2
     shift 2
-    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 "$mib" "$k")" >> "$tmp/tcp_$name"; done
+    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 "$t_mib" "$k")" >> "$tmp/tcp_$t_name"; done
 }
 
 # rows NAME HOSTS MIB POOLS...: the medians over the rounds as CSV rows.
@@ -81,21 +84,29 @@ for c in $cases; do
         fi
         r=0
         while [ $r -lt "$rounds" ]; do
-            tcp_of $c 16 1 2 4 8
+            tcp_of $c "${FLOW_TCP_MIB:-32}" 1 2 4 8
             pools $c 4 "$mib" 1 2 1 2 4 8
             r=$((r + 1))
         done
         rows $c 4 "$mib" 1 2 4 8
         ns_cleanup ;;
     cubic)
-        for prof in "25 0.001 ${FLOW_LOSS_MIB:-16}" "50 0.01 ${FLOW_LOSS1_MIB:-4}"; do
+        # FLOW_LOSS_PROFILES: "DELAY_MS LOSS MIB" triples, comma-separated. 50 ms and 1% is not in
+        # the default: there pool 4's topology round (SYNs lost, retried after 1 s, 3 s, ...)
+        # outlasted ar_bench's wait for it.
+        profiles=${FLOW_LOSS_PROFILES:-25 0.001 16}
+        ifs=$IFS IFS=,
+        for prof in $profiles; do
+            IFS=$ifs
             set -- $prof
-            d=$1 loss=$2 mib=$3 name=cubic_${1}ms_loss$2
-            if ! ns_setup 2 500 || ! ns_cc cubic || ! ns_impair "$d" "$loss"; then
+            d=$1 loss=$2 mib=$3
+            if ! ns_setup 2 500 || ! alg=$(ns_cc cubic reno) || ! ns_per_packet || ! ns_impair "$d" "$loss"; then
+                name=cubic_${d}ms_loss$loss
                 echo "flow_bench: SKIPPED $name: cannot shape the namespaces" >&2
                 ns_cleanup
                 continue
             fi
+            name=${alg}_${d}ms_loss$loss
             r=0
             while [ $r -lt "$rounds" ]; do
                 tcp_of $name "$mib" 1 4 8
@@ -104,6 +115,7 @@ for c in $cases; do
             done
             rows $name 2 "$mib" 1 4 8
             ns_cleanup
-        done ;;
+        done
+        IFS=$ifs ;;
     esac
 done

@@ -102,12 +102,33 @@ ns_flowcap() {
     done
 }
 
-# ns_cc ALG: the hosts' congestion control (e.g. cubic instead of the machine's BBR).
-ns_cc() {
+# ns_per_packet: one TCP segment per skb on the hosts (gso_max_segs 1, tcp_min_tso_segs 1), so
+# that ns_impair's loss (iptables statistic drops skbs) is a loss rate per packet. With GSO an
+# skb carries up to ~40 segments: a large flow's effective loss is then far lower than a small
+# flow's (smaller skbs at its lower pacing rate), which punishes exactly the extra streams.
+# Costs a packet's work per segment: for the slow, lossy profiles only.
+ns_per_packet() {
     for ns_h in $NS_HOSTS; do
         case $ns_h in *sw) continue;; esac
-        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$1" || return 1
+        ip -n "$ns_h" link set eth0 gso_max_segs 1 || return 1
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_min_tso_segs=1 || return 1
     done
+}
+
+# ns_cc ALG [FALLBACK]: the hosts' congestion control (e.g. cubic instead of the machine's BBR);
+# prints the one set. A namespace may only pick from the root namespace's
+# tcp_allowed_congestion_control (here "reno bbr": cubic is loaded but not allowed), so FALLBACK
+# (e.g. reno, loss-based too) is taken when ALG is refused.
+ns_cc() {
+    for ns_alg in "$1" ${2:-}; do
+        ns_ok=1
+        for ns_h in $NS_HOSTS; do
+            case $ns_h in *sw) continue;; esac
+            ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$ns_alg" 2>/dev/null || { ns_ok=0; break; }
+        done
+        [ $ns_ok = 1 ] && { echo "$ns_alg"; return 0; }
+    done
+    return 1
 }
 
 ns_cleanup() {

@@ -24,6 +24,12 @@
  * that other ops run beside it on the others. */
 #define CCOIP_STRIPE_MIN_PER_STREAM (512u * 1024u)
 
+/* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,
+ * "WAN: concurrent streams"): with 100 Mbit/s per flow on a 500 Mbit/s link, pool 4 carried 3.8 x
+ * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; pool 8 fell
+ * to 0.74 x pool 1 there on the 2-core machine. */
+#define CCOIP_DEFAULT_POOL 4u
+
 typedef struct ccoip_stripe_t {
     reduce_link_t links[CCOIP_P2P_MAX_STREAMS];
     uint32_t n;
