@@ -100,7 +100,7 @@ typedef enum pcclQuantizationAlgorithm_t {
 typedef struct pcclCommCreateParams_t {
     ccoip_socket_address_t master_address;
     uint32_t peer_group;
-    uint32_t p2p_connection_pool_size; /* 0 means 1 */
+    uint32_t p2p_connection_pool_size; /* 0 means 4 (docs/allreduce.md, connection pool) */
 } pcclCommCreateParams_t;
 
 typedef struct pcclComm_t pcclComm_t;

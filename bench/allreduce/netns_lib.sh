@@ -3,11 +3,14 @@
 # namespace. Shaping per /work/shared/NETWORK.md: tbf on each host's egress and on its switch
 # port (the host's ingress), burst = max(1 ms at the rate, 16000 bytes) with gso_max_size capped
 # at 0.9 x burst (smaller bursts make tbf split GSO batches in software and starve the CPU).
-# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic).
+# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic);
+# optional per-flow rate caps (ns_flowcap) and congestion control per host (ns_cc).
 
 NS_PREFIX=${NS_PREFIX:-arb$$}
 NS_HOSTS=""
 NS_DELAY_PIDS=""
+NS_RT=""
+command -v chrt > /dev/null 2>&1 && chrt -f 20 true 2>/dev/null && NS_RT="chrt -f 20"
 
 ns_name() { echo "${NS_PREFIX}h$1"; }
 
@@ -15,6 +18,7 @@ ns_name() { echo "${NS_PREFIX}h$1"; }
 ns_setup() {
     n=$1 rate=$2
     burst=$(( rate * 1000000 / 8 / 1000 )); [ $burst -lt 16000 ] && burst=16000
+    NS_RATE=$rate NS_BURST=$burst
     gso=$(( burst * 9 / 10 ))
     ip netns add "${NS_PREFIX}sw" 2>/dev/null || return 1
     NS_HOSTS="${NS_PREFIX}sw"
@@ -52,12 +56,79 @@ ns_impair() {
         fi
         if [ "$delay" != 0 ]; then
             ip netns exec "$h" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num $i || return 1
-            ip netns exec "$h" "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
+            # Real-time priority: on a loaded box a late wake-up of the delay line adds queueing
+            # delay that a real path would not have (the more packets, the more it adds).
+            ip netns exec "$h" $NS_RT "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
             NS_DELAY_PIDS="$NS_DELAY_PIDS $!"
         fi
         i=$((i + 1))
     done
     sleep 0.3
+}
+
+# ns_flowcap CAP_MBIT: every TCP flow leaving a host is held to CAP_MBIT within the link rate.
+# This kernel has no fq (no maxrate), sfq, flower or flow classifier, so: htb replaces the host's
+# egress tbf (root class at the link rate; 256 leaf classes of ceil CAP_MBIT), and a u32 hash
+# table on the low byte of the TCP source port picks the leaf. The host's ephemeral ports are
+# narrowed to 256 consecutive ones (ip_local_port_range; tcp_tw_reuse for the TIME_WAITs), so no
+# two flows of one host share a leaf. Each flow's data goes out from the connecting side's
+# ephemeral port; the ACKs of all flows a listener accepted share the listener's leaf.
+ns_flowcap() {
+    ns_cap=$1
+    for ns_h in $NS_HOSTS; do
+        case $ns_h in *sw) continue;; esac
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.ip_local_port_range="40000 40255" net.ipv4.tcp_tw_reuse=1 || return 1
+        ns_b=$(mktemp)
+        {
+            echo "qdisc replace dev eth0 root handle 1: htb default 2"
+            echo "class add dev eth0 parent 1: classid 1:1 htb rate ${NS_RATE}mbit ceil ${NS_RATE}mbit burst $NS_BURST cburst $NS_BURST"
+            echo "class add dev eth0 parent 1:1 classid 1:2 htb rate 1mbit ceil ${NS_RATE}mbit burst $NS_BURST cburst $NS_BURST"
+            ns_k=0
+            while [ $ns_k -lt 256 ]; do
+                ns_c=$(printf %x $((256 + ns_k)))
+                echo "class add dev eth0 parent 1:1 classid 1:$ns_c htb rate 1mbit ceil ${ns_cap}mbit burst $NS_BURST cburst $NS_BURST"
+                ns_k=$((ns_k + 1))
+            done
+            echo "filter add dev eth0 parent 1: prio 1 handle 2: protocol ip u32 divisor 256"
+            ns_k=0
+            while [ $ns_k -lt 256 ]; do
+                echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 2:$(printf %x $ns_k): match u32 0 0 flowid 1:$(printf %x $((256 + ns_k)))"
+                ns_k=$((ns_k + 1))
+            done
+            echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x00ff0000 at 20 link 2:"
+        } > "$ns_b"
+        tc -n "$ns_h" -batch "$ns_b" || { rm -f "$ns_b"; return 1; }
+        rm -f "$ns_b"
+    done
+}
+
+# ns_per_packet: one TCP segment per skb on the hosts (gso_max_segs 1, tcp_min_tso_segs 1), so
+# that ns_impair's loss (iptables statistic drops skbs) is a loss rate per packet. With GSO an
+# skb carries up to ~40 segments: a large flow's effective loss is then far lower than a small
+# flow's (smaller skbs at its lower pacing rate), which punishes exactly the extra streams.
+# Costs a packet's work per segment: for the slow, lossy profiles only.
+ns_per_packet() {
+    for ns_h in $NS_HOSTS; do
+        case $ns_h in *sw) continue;; esac
+        ip -n "$ns_h" link set eth0 gso_max_segs 1 || return 1
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_min_tso_segs=1 || return 1
+    done
+}
+
+# ns_cc ALG [FALLBACK]: the hosts' congestion control (e.g. cubic instead of the machine's BBR);
+# prints the one set. A namespace may only pick from the root namespace's
+# tcp_allowed_congestion_control (here "reno bbr": cubic is loaded but not allowed), so FALLBACK
+# (e.g. reno, loss-based too) is taken when ALG is refused.
+ns_cc() {
+    for ns_alg in "$1" ${2:-}; do
+        ns_ok=1
+        for ns_h in $NS_HOSTS; do
+            case $ns_h in *sw) continue;; esac
+            ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$ns_alg" 2>/dev/null || { ns_ok=0; break; }
+        done
+        [ $ns_ok = 1 ] && { echo "$ns_alg"; return 0; }
+    done
+    return 1
 }
 
 ns_cleanup() {
@@ -79,6 +150,31 @@ ns_tcp() {
     ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" | awk '{print $2}'
     wait $sp
     rm -f "$fifo"
+}
+
+# ns_tcp_n FROM TO MIB N: N parallel raw TCP streams from FROM to TO, MIB MiB each, started
+# together -> their aggregate goodput (MB/s: all bytes over the time until the last finished).
+ns_tcp_n() {
+    k=0 ports="" spids="" cpids=""
+    while [ $k -lt "$4" ]; do
+        fifo=$(mktemp -u)
+        mkfifo "$fifo"
+        ip netns exec "$(ns_name $2)" "$TCP_BENCH" server "10.77.0.$(($2 + 1))" > "$fifo" &
+        spids="$spids $!"
+        read -r _ port < "$fifo"
+        rm -f "$fifo"
+        ports="$ports $port"
+        k=$((k + 1))
+    done
+    t0=$(date +%s.%N)
+    for port in $ports; do
+        ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" > /dev/null &
+        cpids="$cpids $!"
+    done
+    wait $cpids
+    t1=$(date +%s.%N)
+    wait $spids
+    awk -v n="$4" -v m="$3" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", n*m*1.048576/(b-a) }'
 }
 
 # ns_gloo N SIZES ITERS: gloo ranks on hosts 0..N-1 -> rank 0's lines "gloo SIZE MEDIAN_US MIN_US"

@@ -2,11 +2,14 @@
 # wan_bench.sh (issue 6): 4 hosts in network namespaces, 500 Mbit/s each (tbf), 25 ms one-way
 # delay and 0.1% random loss on every host's ingress (NFQUEUE + nfq_delay, iptables statistic).
 #   - a 256 MiB float32 all-reduce cut into 16 all-reduces run by pcclAllReduceMultipleWithRetry
-#     over a connection pool of 1, 2, 4 and 8 streams per neighbour, against raw single-stream TCP
-#     goodput and gloo's all-reduce on the same hosts (same run);
+#     over a connection pool of 1, 2, 4 and 8 streams per neighbour (each 16 MiB op striped over
+#     the pool, docs/allreduce.md), against raw single-stream TCP goodput and gloo's all-reduce on
+#     the same hosts (same run), and pool N against pool 1;
 #   - quantized (min-max uint8) against plain on 4 hosts at 200 Mbit/s (no delay): effective
 #     float32 bus bandwidth.
-# Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB overrides 256.
+# The cases where each flow is limited on its own (per-flow caps, cubic under loss) are in
+# flow_bench.sh. Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB
+# overrides 256.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -39,6 +42,7 @@ if [ -n "$g" ]; then
     gb=$(bus "$mib" "$g")
     echo "allreduce_wan/n4_${mib}MiB_gloo_busbw_vs_raw_tcp,$gb,MB/s,$tcp,$(ratio "$gb" "$tcp")"
 fi
+p1=""
 for pool in 1 2 4 8; do
     "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $pool \
         --parts 16 --inflight $((pool * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool" ||
@@ -48,6 +52,8 @@ for pool in 1 2 4 8; do
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
     [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
+    [ $pool = 1 ] && p1=$pb
+    [ $pool != 1 ] && [ -n "$p1" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_pool1,$pb,MB/s,$p1,$(ratio "$pb" "$p1")"
 done
 ns_cleanup
 

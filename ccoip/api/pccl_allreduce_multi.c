@@ -1,44 +1,125 @@
 /* pccl_allreduce_multi.c: pcclAllReduceMultipleWithRetry. Each pass runs the all-reduces still
  * pending through pcclAllReduceAsync, at most max_in_flight at once (a sliding window over the
- * descriptors in order, awaited oldest first). The outcome of every op is shared through the
- * master, so every peer ends a pass with the same set of failed ops; it then calls
+ * descriptors in order, awaited oldest first). Small host tensors of the same dtype and op
+ * (unquantized) go as one all-reduce per bucket: packed into a buffer the communicator keeps,
+ * reduced in place, unpacked; one op per tensor would pay the per-op round trips and ring
+ * start-up many times over (a model is mostly small tensors by count). A bucket carries the tag
+ * of its first member and the summed count; every peer builds the same buckets from the same
+ * descriptors (a peer that differs gets pcclInvalidUsage from the master's check of the
+ * description). The outcome of every op is shared through the master, so every peer ends a pass
+ * with the same set of failed ops (a failed bucket: all its members); it then calls
  * pcclUpdateTopology (which drops the dead and relinks the ring) and runs another pass over the
- * failed ones. Every peer of the group submits the same ops in the same order in every pass: none
- * stops early, or the others would wait for its INIT. sendbuf is never written, so a retry starts
- * from the same input. */
+ * failed ones. Every peer of the group submits the same ops in the same order in every pass:
+ * none stops early, or the others would wait for its INIT. sendbuf is never written, so a retry
+ * starts from the same input (a bucket is packed again from it). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ccoip/peer/ccoip_peer_int.h"
+#include "ccoip/peer/ccoip_device.h"
 #include "ccoip/api/pccl_internal.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
+#include "reduce/reduce.h"
 
 #define MOD "pccl"
 #define FN "pcclAllReduceMultipleWithRetry"
-/* Up to this many descriptors the per-op flags live on the stack: a training step's call
+/* Up to this many descriptors the per-op state lives on the stack: a training step's call
  * allocates nothing (docs/memory.md); beyond it, one malloc per call. */
 #define STACK_OPS 1024
+/* Tensors up to this size are bucketed; a bucket holds up to BUCKET_BYTES. */
+#define SMALL_BYTES ((size_t) 1 << 20)
+#define BUCKET_BYTES ((size_t) 16 << 20)
+#define NONE SIZE_MAX
+
+/* Per descriptor: its bucket (next member, the head's summed count and arena offset). A
+ * descriptor alone is a head with no next member and off NONE. */
+typedef struct unit_t {
+    size_t next, count, off;
+    bool pending, head;
+} unit_t;
 
 /* Results after which a retry cannot help. */
 static bool fatal(pcclResult_t r) { return r != pcclSuccess && r != pcclRankConnectionLost; }
 
-/* One pass over the pending ops; clears pending[i] for those that succeeded. Returns the first
+static size_t bytes_of(const pcclReduceOpDescriptor_t *d) {
+    return d->descriptor.count * reduce_dtype_size(d->descriptor.src_descriptor.datatype);
+}
+
+static bool small(const pcclReduceOpDescriptor_t *d) {
+    return bytes_of(d) <= SMALL_BYTES && d->descriptor.quantization_options.algorithm == pcclQuantNone &&
+           pccl_buffers_kind(d->sendbuf, d->recvbuf) == PCCL_BUFFERS_HOST;
+}
+
+static bool same_kind(const pcclReduceOpDescriptor_t *a, const pcclReduceOpDescriptor_t *b) {
+    return a->descriptor.src_descriptor.datatype == b->descriptor.src_descriptor.datatype &&
+           a->descriptor.op == b->descriptor.op;
+}
+
+/* Groups the pending descriptors into units; returns the arena bytes the buckets need. Depends
+ * on the descriptors and the pending set only, both the same on every peer. */
+static size_t plan(const pcclReduceOpDescriptor_t *d, size_t n, unit_t *u, bool bucket) {
+    for (size_t i = 0; i < n; i++) {
+        u[i].next = u[i].off = NONE;
+        u[i].count = d[i].descriptor.count;
+        u[i].head = u[i].pending;
+    }
+    size_t arena = 0;
+    for (size_t i = 0; bucket && i < n; i++) {
+        if (!u[i].head || u[i].next != NONE || !small(&d[i])) continue;
+        size_t bytes = bytes_of(&d[i]), tail = i;
+        for (size_t j = i + 1; j < n; j++) {
+            if (!u[j].head || u[j].next != NONE || !small(&d[j]) || !same_kind(&d[i], &d[j])) continue;
+            if (bytes + bytes_of(&d[j]) > BUCKET_BYTES) break;
+            bytes += bytes_of(&d[j]);
+            u[i].count += d[j].descriptor.count;
+            u[j].head = false;
+            u[tail].next = j;
+            tail = j;
+        }
+        if (tail == i) continue; /* alone: runs on its own buffers */
+        u[i].off = arena;
+        arena += (bytes + 63) & ~(size_t) 63;
+    }
+    return arena;
+}
+
+/* Copies a bucket's inputs into the arena (in) or its result out to the members' recvbufs. */
+static void pack(const pcclReduceOpDescriptor_t *d, const unit_t *u, size_t head, char *arena, bool in) {
+    char *p = arena + u[head].off;
+    for (size_t i = head; i != NONE; i = u[i].next) {
+        size_t b = bytes_of(&d[i]);
+        if (in) memcpy(p, d[i].sendbuf, b);
+        else memcpy(d[i].recvbuf, p, b);
+        p += b;
+    }
+}
+
+/* One pass over the pending units; clears `pending` of those that succeeded. Returns the first
  * fatal result, or pcclSuccess (some may still be pending). */
-static pcclResult_t run_pass(const pcclReduceOpDescriptor_t *descs, size_t n, pcclComm_t *comm, bool *pending,
-                             uint32_t window, pcclReduceInfo_t *total) {
-    size_t ring[CCOIP_MAX_OPS]; /* descriptor index of each op in flight, oldest first */
+static pcclResult_t run_pass(const pcclReduceOpDescriptor_t *descs, size_t n, pcclComm_t *comm, unit_t *u,
+                             char *arena, uint32_t window, pcclReduceInfo_t *total) {
+    size_t ring[CCOIP_MAX_OPS]; /* head descriptor of each op in flight, oldest first */
     pcclAsyncReduceOp_t handles[CCOIP_MAX_OPS];
     uint32_t head = 0, inflight = 0;
     pcclResult_t first_fatal = pcclSuccess;
     size_t next = 0;
     for (;;) {
-        while (next < n && !pending[next]) next++;
+        while (next < n && !u[next].head) next++;
         if (next < n && inflight < window && first_fatal == pcclSuccess) {
             const pcclReduceOpDescriptor_t *d = &descs[next];
             uint32_t slot = (head + inflight) % CCOIP_MAX_OPS;
-            pcclResult_t r = pcclAllReduceAsync(d->sendbuf, d->recvbuf, &d->descriptor, comm, &handles[slot]);
+            pcclResult_t r;
+            if (u[next].off == NONE) {
+                r = pcclAllReduceAsync(d->sendbuf, d->recvbuf, &d->descriptor, comm, &handles[slot]);
+            } else {
+                pack(descs, u, next, arena, true);
+                pcclReduceDescriptor_t b = d->descriptor;
+                b.count = u[next].count;
+                void *buf = arena + u[next].off;
+                r = pcclAllReduceAsync(buf, buf, &b, comm, &handles[slot]);
+            }
             if (r != pcclSuccess) { /* refused before it started (e.g. too few peers now) */
                 first_fatal = r;
             } else {
@@ -54,8 +135,10 @@ static pcclResult_t run_pass(const pcclReduceOpDescriptor_t *descs, size_t n, pc
         pcclResult_t r = pcclAwaitAsyncReduce(&handles[head], &info);
         total->tx_bytes += info.tx_bytes;
         total->rx_bytes += info.rx_bytes;
+        size_t h = ring[head];
         if (r == pcclSuccess) {
-            pending[ring[head]] = false;
+            if (u[h].off != NONE) pack(descs, u, h, arena, false);
+            for (size_t i = h; i != NONE; i = u[i].next) u[i].pending = false;
             total->local_world_size = info.local_world_size;
         } else if (fatal(r) && first_fatal == pcclSuccess) {
             first_fatal = r;
@@ -64,6 +147,17 @@ static pcclResult_t run_pass(const pcclReduceOpDescriptor_t *descs, size_t n, pc
         inflight--;
     }
     return first_fatal;
+}
+
+/* The arena for this pass: the communicator's, grown when short (a steady training step reuses
+ * it). NULL when memory is short: the pass then runs one op per tensor. */
+static char *arena_grow(pcclComm_t *comm, size_t need) {
+    if (need > comm->multi_arena_cap) {
+        free(comm->multi_arena);
+        comm->multi_arena = malloc(need);
+        comm->multi_arena_cap = comm->multi_arena ? need : 0;
+    }
+    return comm->multi_arena;
 }
 
 static pcclResult_t check_args(const pcclReduceOpDescriptor_t *descs, size_t n, const pcclComm_t *comm,
@@ -98,13 +192,21 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
     void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiAllReduceMultiple, 0, count);
     uint32_t window = max_in_flight > CCOIP_MAX_OPS ? CCOIP_MAX_OPS : (uint32_t) max_in_flight;
     pcclReduceInfo_t total = {atomic_load(&comm->world[1]), 0, 0};
-    bool on_stack[STACK_OPS];
-    bool *pending = count <= STACK_OPS ? on_stack : malloc(count);
-    if (pending == NULL) {
+    unit_t on_stack[STACK_OPS];
+    unit_t *u = count <= STACK_OPS ? on_stack : malloc(count * sizeof *u);
+    if (u == NULL) {
         ccoip_prof_api_end(&comm->prof, ev, pcclInternalError);
         return pcclInternalError;
     }
-    memset(pending, 1, count);
+    for (size_t i = 0; i < count; i++) u[i].pending = true;
+    /* PCCL_MULTI_BUCKET=0: one op per tensor (to compare); every peer must set it alike. The
+     * arena serves one call at a time; a second call at once runs one op per tensor too. */
+    const char *env = getenv("PCCL_MULTI_BUCKET");
+    bool bucket = env == NULL || *env == '\0' || atoi(env) != 0;
+    bool held = bucket && !atomic_exchange(&comm->multi_busy, true);
+    if (bucket && !held)
+        LOG_WARN(MOD, FN ": another call on this communicator holds the buckets: one op per tensor (the other peers "
+                      "must do the same)");
     size_t left = count;
     for (unsigned pass = 0; left > 0; pass++) {
         if (pass > 0) {
@@ -122,12 +224,19 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
             res = pcclTooFewPeers;
             break;
         }
-        res = run_pass(descriptors, count, comm, pending, window, &total);
+        size_t need = plan(descriptors, count, u, held);
+        char *arena = need > 0 ? arena_grow(comm, need) : NULL;
+        if (need > 0 && arena == NULL) {
+            LOG_WARN(MOD, FN ": no memory for the small-tensor buckets (%zu bytes): one op per tensor", need);
+            plan(descriptors, count, u, false);
+        }
+        res = run_pass(descriptors, count, comm, u, arena, window, &total);
         left = 0;
-        for (size_t i = 0; i < count; i++) left += pending[i];
+        for (size_t i = 0; i < count; i++) left += u[i].pending;
         if (res != pcclSuccess) break;
     }
-    if (pending != on_stack) free(pending);
+    if (held) atomic_store(&comm->multi_busy, false);
+    if (u != on_stack) free(u);
     if (res == pcclTooFewPeers) total.local_world_size = atomic_load(&comm->world[1]);
     if (reduce_info_out != NULL) *reduce_info_out = total;
     ccoip_prof_api_end(&comm->prof, ev, res);

@@ -6,6 +6,7 @@
 #include "ccoip/peer/ccoip_p2p.h"
 #include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
+#include "ccoip/peer/ccoip_stripe.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/peer/ccoip_ss_hash.h"
@@ -39,7 +40,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     pcclComm_t *c = calloc(1, sizeof *c);
     if (c == NULL) return pcclInternalError;
     c->params = *params;
-    if (c->params.p2p_connection_pool_size == 0) c->params.p2p_connection_pool_size = 1;
+    if (c->params.p2p_connection_pool_size == 0) c->params.p2p_connection_pool_size = CCOIP_DEFAULT_POOL;
     if (c->params.p2p_connection_pool_size > CCOIP_P2P_MAX_STREAMS) {
         LOG_WARN(MOD, "pcclCreateCommunicator: p2p_connection_pool_size %u capped at %u",
                  c->params.p2p_connection_pool_size, CCOIP_P2P_MAX_STREAMS);

@@ -5,11 +5,11 @@
  *   1. COLLECTIVE_INIT -> COMMENCE through the master: every member asked for this tag with the
  *      same description. The master-link thread routes COMMENCE / DONE / ABORT of tag T to the op
  *      of tag T and wakes it on its own threadpark word.
- *   2. The ring (reduce/) over one stream of the connection pool. The stream is fixed when
- *      COMMENCE arrives: the k-th successful COMMENCE since the topology round uses stream
- *      k mod (pool size) on each link. COMMENCEs reach every member in the master's order, so
- *      every peer picks the same stream for an op and queues the ops of a stream in the same
- *      order. The ops of one stream run one at a time in that order: a socket never carries
+ *   2. The ring (reduce/) over the connection pool. The streams are fixed when COMMENCE
+ *      arrives: a large op is striped over every stream of each link (ccoip_stripe.h), another
+ *      takes stream k mod (pool size) for the k-th successful COMMENCE since the topology round.
+ *      COMMENCEs reach every member in the master's order, so every peer picks the same streams
+ *      for an op and queues the ops of a stream in the same order. The ops of one stream run one at a time in that order: a socket never carries
  *      frames of an op whose receive side is not yet running, beyond the one in front of it
  *      (the datalink holds an early frame until its receive is posted, blocking the socket; with
  *      one op at a time per socket that wait always ends, as with back-to-back sync calls).
@@ -32,6 +32,7 @@
 #include "ccoip/net/ccoip_splice.h"
 #include "ccoip/peer/ccoip_device.h"
 #include "ccoip/peer/ccoip_gate.h"
+#include "ccoip/peer/ccoip_stripe.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
 #include "threadpark/threadpark.h"
@@ -49,7 +50,12 @@ void ccoip_colls_init(pcclComm_t *comm) {
     comm->router = (ccoip_link_router_t){ccoip_coll_route, ccoip_coll_abort, ccoip_watchdog_tick};
 }
 
-void ccoip_colls_free(pcclComm_t *comm) { pthread_mutex_destroy(&comm->colls.lock); }
+void ccoip_colls_free(pcclComm_t *comm) {
+    pthread_mutex_destroy(&comm->colls.lock);
+    free(comm->multi_arena);
+    comm->multi_arena = NULL;
+    comm->multi_arena_cap = 0;
+}
 
 /* ---- routing (master-link thread) ---------------------------------------------------------- */
 
@@ -76,15 +82,21 @@ void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
     bump(&c->turns); /* ops waiting for their stream turn look at their flag */
 }
 
-/* The stream and the place in its queue of an op that may start (COMMENCE ok). */
-static void assign_streams(pcclComm_t *comm, ccoip_op_t *op) {
+/* The streams and the places in their queues of an op that may start (COMMENCE ok, in the
+ * master's order, the same on every peer). A large op takes every stream of a link (striped);
+ * another takes stream k mod pool for the k-th COMMENCE since the topology round. Each link's
+ * two ends count the same streams, so they decide alike. */
+static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world) {
     ccoip_colls_t *c = &comm->colls;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
     uint64_t k = c->commences++;
-    op->tx_stream = l->ntx ? (uint32_t) (k % l->ntx) : 0;
-    op->rx_stream = l->nrx ? (uint32_t) (k % l->nrx) : 0;
-    op->tx_turn = c->tx[op->tx_stream].next_turn++;
-    op->rx_turn = c->rx[op->rx_stream].next_turn++;
+    uint64_t bytes = (uint64_t) op->desc.count * reduce_dtype_size(op->desc.src_descriptor.datatype);
+    op->tx_width = ccoip_stripe_width(bytes, world, l->ntx);
+    op->rx_width = ccoip_stripe_width(bytes, world, l->nrx);
+    op->tx_first = op->tx_width > 1 || l->ntx == 0 ? 0 : (uint32_t) (k % l->ntx);
+    op->rx_first = op->rx_width > 1 || l->nrx == 0 ? 0 : (uint32_t) (k % l->nrx);
+    for (uint32_t i = 0; i < op->tx_width; i++) op->tx_turn[op->tx_first + i] = c->tx[op->tx_first + i].next_turn++;
+    for (uint32_t i = 0; i < op->rx_width; i++) op->rx_turn[op->rx_first + i] = c->rx[op->rx_first + i].next_turn++;
 }
 
 bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
@@ -98,7 +110,8 @@ bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
     bool fresh = op != NULL && (p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE ? op->commence.type == 0 : op->done.type == 0);
     if (fresh && p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE) {
         op->commence = *p;
-        if (p->u.collective_commence.status == CCOIP_RESULT_OK) assign_streams(comm, op);
+        if (p->u.collective_commence.status == CCOIP_RESULT_OK)
+            assign_streams(comm, op, p->u.collective_commence.world);
     } else if (fresh) {
         op->done = *p;
     }
@@ -151,10 +164,11 @@ static void retire(pcclComm_t *comm) {
 }
 
 /* The data links of the op's streams, made on first use after a topology round; false when they
- * cannot carry a collective (retired, broken, missing). *next_same_host: the next peer is on
- * this host. Call with the lock held. */
-static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t *next, reduce_link_t *prev,
-                          bool *next_same_host) {
+ * cannot carry a collective (retired, broken, missing). next/prev: the op's stream, or a striped
+ * link over its streams (in *txs / *rxs). *next_same_host: the next peer is on this host. Call
+ * with the lock held. */
+static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, ccoip_stripe_t *txs, ccoip_stripe_t *rxs,
+                          reduce_link_t *next, reduce_link_t *prev, bool *next_same_host) {
     ccoip_colls_t *c = &comm->colls;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
     if (c->retired || l->ntx == 0 || l->nrx == 0) return false;
@@ -173,22 +187,42 @@ static bool streams_ready(pcclComm_t *comm, const ccoip_op_t *op, reduce_link_t 
         }
         if (c->retired) return false;
     }
-    ccoip_datalink_t *tx = c->tx[op->tx_stream].dl, *rx = c->rx[op->rx_stream].dl;
-    if (tx == NULL || rx == NULL || ccoip_datalink_broken(tx) || ccoip_datalink_broken(rx)) return false;
-    *next = ccoip_datalink_link(tx);
-    *prev = ccoip_datalink_link(rx);
-    *next_same_host = ccoip_datalink_same_host(tx);
+    reduce_link_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
+    for (uint32_t i = 0; i < op->tx_width; i++) {
+        ccoip_datalink_t *dl = c->tx[op->tx_first + i].dl;
+        if (dl == NULL || ccoip_datalink_broken(dl)) return false;
+        tx[i] = ccoip_datalink_link(dl);
+    }
+    for (uint32_t i = 0; i < op->rx_width; i++) {
+        ccoip_datalink_t *dl = c->rx[op->rx_first + i].dl;
+        if (dl == NULL || ccoip_datalink_broken(dl)) return false;
+        rx[i] = ccoip_datalink_link(dl);
+    }
+    *next = op->tx_width > 1 ? ccoip_stripe_link(txs, tx, op->tx_width) : tx[0];
+    *prev = op->rx_width > 1 ? ccoip_stripe_link(rxs, rx, op->rx_width) : rx[0];
+    *next_same_host = ccoip_datalink_same_host(c->tx[op->tx_first].dl);
     return true;
 }
 
-/* Waits until the op is at the front of both its streams' queues; false when it was aborted
- * first (it still gives its turns back through turn_release). */
+/* True when the op is at the front of the queue of every stream it uses. Lock held. */
+static bool turn_ready(const ccoip_colls_t *c, const ccoip_op_t *op) {
+    for (uint32_t i = 0; i < op->tx_width; i++)
+        if (c->tx[op->tx_first + i].serving != op->tx_turn[op->tx_first + i]) return false;
+    for (uint32_t i = 0; i < op->rx_width; i++)
+        if (c->rx[op->rx_first + i].serving != op->rx_turn[op->rx_first + i]) return false;
+    return true;
+}
+
+/* Waits until the op is at the front of all its streams' queues; false when it was aborted
+ * first (it still gives its turns back through turn_release). Turns are handed out in the
+ * master's COMMENCE order on every stream, so the oldest op waiting is at the front of all of
+ * its streams: a striped op and single-stream ops never wait on each other in a cycle. */
 static bool turn_acquire(pcclComm_t *comm, ccoip_op_t *op) {
     ccoip_colls_t *c = &comm->colls;
     for (;;) {
         uint32_t seen = atomic_load_explicit(&c->turns, memory_order_acquire);
         pthread_mutex_lock(&c->lock);
-        bool ready = c->tx[op->tx_stream].serving == op->tx_turn && c->rx[op->rx_stream].serving == op->rx_turn;
+        bool ready = turn_ready(c, op);
         op->wd_queued = !ready; /* the watchdog does not time a wait for another op */
         pthread_mutex_unlock(&c->lock);
         if (ready) return true;
@@ -213,8 +247,8 @@ static void stream_done(ccoip_stream_t *s, uint64_t turn) {
 static void turn_release(pcclComm_t *comm, ccoip_op_t *op) {
     ccoip_colls_t *c = &comm->colls;
     pthread_mutex_lock(&c->lock);
-    stream_done(&c->tx[op->tx_stream], op->tx_turn);
-    stream_done(&c->rx[op->rx_stream], op->rx_turn);
+    for (uint32_t i = 0; i < op->tx_width; i++) stream_done(&c->tx[op->tx_first + i], op->tx_turn[op->tx_first + i]);
+    for (uint32_t i = 0; i < op->rx_width; i++) stream_done(&c->rx[op->rx_first + i], op->rx_turn[op->rx_first + i]);
     pthread_mutex_unlock(&c->lock);
     bump(&c->turns);
 }
@@ -301,8 +335,10 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                                    .quantization = d->quantization_options,
                                    .probe = ccoip_prof_ring(comm, op, &ring_prof)};
         bool same_host = false;
+        ccoip_stripe_t txs, rxs; /* used while the ring runs */
+        if (op->tx_width > 1 || op->rx_width > 1) rp.window = ccoip_stripe_window(op->tx_width > op->rx_width ? op->tx_width : op->rx_width);
         pthread_mutex_lock(&comm->colls.lock);
-        bool ready = streams_ready(comm, op, &rp.next, &rp.prev, &same_host);
+        bool ready = streams_ready(comm, op, &txs, &rxs, &rp.next, &rp.prev, &same_host);
         pthread_mutex_unlock(&comm->colls.lock);
         /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
          * DONE, i.e. once every peer's ring has read all it will read of our buffers. */

@@ -56,8 +56,11 @@ typedef struct ccoip_op_t {
     pcclReduceDescriptor_t desc;
     struct ccoip_gate_t *gate;     /* pcclAllReduceOnStream: the caller's stream waits on it */
     ccoip_packet_t commence, done; /* routed replies; type 0 until they arrive */
-    uint32_t tx_stream, rx_stream; /* pool streams, fixed at COMMENCE (same on every peer) */
-    uint64_t tx_turn, rx_turn;     /* place in each stream's queue */
+    /* Pool streams, fixed at COMMENCE (the same on every peer): [first, first + width) each
+     * way; a striped op (ccoip_stripe.h) has all of them, another op one. turn[s]: the op's
+     * place in stream s's queue. */
+    uint32_t tx_first, tx_width, rx_first, rx_width;
+    uint64_t tx_turn[CCOIP_P2P_MAX_STREAMS], rx_turn[CCOIP_P2P_MAX_STREAMS];
     pcclResult_t result;
     pcclReduceInfo_t info;
     _Atomic uint32_t word;          /* bumped on every routed reply and on finishing */
@@ -171,6 +174,11 @@ struct pcclComm_t {
     ccoip_ss_tensor_t *ss_wire;
     size_t ss_cap;
     struct ccoip_ss_hasher_t *ss_hasher; /* the sync's batch hashing (ccoip_ss_hash.h) */
+    /* pcclAllReduceMultipleWithRetry packs small tensors into buckets here (grown, never
+     * shrunk, freed at destroy); `multi_busy` admits one call at a time to it. */
+    void *multi_arena;
+    size_t multi_arena_cap;
+    atomic_bool multi_busy;
     /* Pinned host blocks for device buffers (pccl_device.h), made on first use. */
     reduce_cache_t *pinned;
     pthread_mutex_t pinned_lock;

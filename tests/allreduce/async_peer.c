@@ -8,11 +8,14 @@
  * byte of the command, so the driver compares all bytes across peers):
  *   connect | update                -> "connect R" | "update R"
  *   links                           -> "links NTX NRX" (pool streams each way)
- *   async K COUNT MASK [U]          -> "started" once the K ops are queued, then
- *                                      "async NFAIL FIRSTERR NBAD HASH MAXWORLD" (U=1: all float32 Sum)
+ *   async K COUNT MASK [U [SMALL]]  -> "started" once the K ops are queued, then
+ *                                      "async NFAIL FIRSTERR NBAD HASH MAXWORLD" (U=1: all float32 Sum;
+ *                                      SMALL > 0: odd ops have SMALL elements, large and small mixed)
  *   misuse MASK                     -> "misuse R17 RREUSE RUPD RPEND RAWAIT NFAIL NBAD"
- *   multi K COUNT MAXIF FULL SURV   -> "multistart", then "multi R NBAD WORLD HASH TX NFULL NSURV"
- *                                      (each op must equal the reduction over FULL or over SURV)
+ *   multi K COUNT MAXIF FULL SURV [V] -> "multistart", then "multi R NBAD WORLD HASH TX NFULL NSURV"
+ *                                      (each op must equal the reduction over FULL or over SURV;
+ *                                      V=1: every third op has COUNT elements, the others a few
+ *                                      thousand, so that small tensors of each kind are bucketed)
  *   quant SEED TRIALS NPEERS FILE   -> "quant NFAIL NBAD NCLASS NWRONG TXQ TXPLAIN" (results appended to FILE)
  *   cache                           -> "cache SYSTEM_ALLOCS" (staging blocks obtained from the system)
  *   res                             -> "res FDS THREADS"
@@ -111,17 +114,26 @@ static pcclReduceDescriptor_t desc_of(int j, uint64_t tag, size_t count) {
 
 #define MAXK 64
 
+/* Element count of op j: `count`, or with `small` > 0 for odd j: small (async); with `var` all
+ * but every third op get a few thousand (multi). */
+static size_t small_count, var_sizes;
+static size_t count_of(int j, size_t count) {
+    if (small_count > 0 && j % 2 == 1) return small_count;
+    if (var_sizes && j % 3 != 0) return 1 + (size_t) (j * 7919) % 5000;
+    return count;
+}
+
 static void do_async(pcclComm_t *comm, int k, size_t count, unsigned mask) {
     void *send[MAXK], *recv[MAXK];
     pcclAsyncReduceOp_t h[MAXK];
     pcclResult_t sub[MAXK];
     for (int j = 0; j < k; j++) {
-        send[j] = malloc(count * 8);
-        recv[j] = malloc(count * 8);
-        fill(send[j], j, 100 + (uint64_t) j, count);
+        send[j] = malloc(count_of(j, count) * 8);
+        recv[j] = malloc(count_of(j, count) * 8);
+        fill(send[j], j, 100 + (uint64_t) j, count_of(j, count));
     }
     for (int j = 0; j < k; j++) { /* all at once, after the slow part */
-        pcclReduceDescriptor_t d = desc_of(j, 100 + (uint64_t) j, count);
+        pcclReduceDescriptor_t d = desc_of(j, 100 + (uint64_t) j, count_of(j, count));
         sub[j] = pcclAllReduceAsync(send[j], recv[j], &d, comm, &h[j]);
     }
     printf("started\n");
@@ -136,8 +148,8 @@ static void do_async(pcclComm_t *comm, int k, size_t count, unsigned mask) {
         if (r != pcclSuccess) {
             if (nfail++ == 0) firsterr = (int) r;
         } else {
-            nbad += verify(recv[j], j, 100 + (uint64_t) j, count, mask);
-            hash = fnv(hash, recv[j], count * (kind_dtype(j) == pcclDouble ? 8 : 4));
+            nbad += verify(recv[j], j, 100 + (uint64_t) j, count_of(j, count), mask);
+            hash = fnv(hash, recv[j], count_of(j, count) * (kind_dtype(j) == pcclDouble ? 8 : 4));
             if (info.local_world_size > maxworld) maxworld = info.local_world_size;
         }
         free(send[j]);
@@ -177,10 +189,11 @@ static void do_misuse(pcclComm_t *comm, unsigned mask) {
 static void do_multi(pcclComm_t *comm, int k, size_t count, int maxif, unsigned full, unsigned surv) {
     pcclReduceOpDescriptor_t ds[MAXK];
     for (int j = 0; j < k; j++) {
-        ds[j].sendbuf = malloc(count * 8);
-        ds[j].recvbuf = malloc(count * 8);
-        fill(ds[j].sendbuf, j, 400 + (uint64_t) j, count);
-        ds[j].descriptor = desc_of(j, 400 + (uint64_t) j, count);
+        size_t c = count_of(j, count);
+        ds[j].sendbuf = malloc(c * 8);
+        ds[j].recvbuf = malloc(c * 8);
+        fill(ds[j].sendbuf, j, 400 + (uint64_t) j, c);
+        ds[j].descriptor = desc_of(j, 400 + (uint64_t) j, c);
     }
     printf("multistart\n");
     fflush(stdout);
@@ -191,10 +204,11 @@ static void do_multi(pcclComm_t *comm, int k, size_t count, int maxif, unsigned 
     uint64_t hash = 0xcbf29ce484222325ull;
     for (int j = 0; j < k; j++) {
         if (r == pcclSuccess) {
-            if (verify(ds[j].recvbuf, j, 400 + (uint64_t) j, count, full) == 0) nfull++;
-            else if (verify(ds[j].recvbuf, j, 400 + (uint64_t) j, count, surv) == 0) nsurv++;
+            size_t c = count_of(j, count);
+            if (verify(ds[j].recvbuf, j, 400 + (uint64_t) j, c, full) == 0) nfull++;
+            else if (verify(ds[j].recvbuf, j, 400 + (uint64_t) j, c, surv) == 0) nsurv++;
             else nbad++;
-            hash = fnv(hash, ds[j].recvbuf, count * (kind_dtype(j) == pcclDouble ? 8 : 4));
+            hash = fnv(hash, ds[j].recvbuf, c * (kind_dtype(j) == pcclDouble ? 8 : 4));
         }
         free(ds[j].sendbuf);
         free(ds[j].recvbuf);
@@ -242,15 +256,18 @@ int main(int argc, char **argv) {
             printf("links %u %u\n", l.ntx, l.nrx);
         } else if (sscanf(line, "async %d %zu %x", &k, &count, &mask) == 3 && k > 0 && k <= MAXK) {
             int u = 0;
-            sscanf(line, "async %*d %*u %*x %d", &u);
+            sscanf(line, "async %*d %*u %*x %d %zu", &u, &small_count);
             uniform = u != 0;
             do_async(comm, k, count, mask);
             uniform = false;
+            small_count = 0;
         } else if (sscanf(line, "misuse %x", &mask) == 1) {
             do_misuse(comm, mask);
         } else if (sscanf(line, "multi %d %zu %d %x %x", &k, &count, &maxif, &full, &surv) == 5 && k > 0 &&
                    k <= MAXK) {
+            sscanf(line, "multi %*d %*u %*d %*x %*x %zu", &var_sizes);
             do_multi(comm, k, count, maxif, full, surv);
+            var_sizes = 0;
         } else if (sscanf(line, "quant %u %d %d %399s", &seed, &trials, &npeers, file) == 4) {
             aq_result_t q = aq_run(comm, seed, trials, npeers, idx, file);
             printf("quant %d %d %d %d %" PRIu64 " %" PRIu64 "\n", q.nfail, q.nbad, q.nclass, q.nwrong, q.tx_quant,

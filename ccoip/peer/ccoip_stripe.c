@@ -1,0 +1,57 @@
+/* ccoip_stripe.c: a reduce link that deals the frames of one ring round-robin over the pool's
+ * streams to one neighbour (ccoip_stripe.h). */
+#include "ccoip/peer/ccoip_stripe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
+    if (streams <= 1 || world == 0) return 1;
+    return bytes / world >= (uint64_t) streams * CCOIP_STRIPE_MIN_PER_STREAM ? streams : 1;
+}
+
+uint32_t ccoip_stripe_window(uint32_t width) {
+    /* PCCL_STRIPE_WINDOW: for experiments; local (the frames' order does not depend on it). */
+    const char *e = getenv("PCCL_STRIPE_WINDOW");
+    uint32_t w = e != NULL && atoi(e) > 0 ? (uint32_t) atoi(e) : 2 * width;
+    if (w < REDUCE_RING_DEFAULT_WINDOW) w = REDUCE_RING_DEFAULT_WINDOW;
+    return w > REDUCE_RING_MAX_WINDOW ? REDUCE_RING_MAX_WINDOW : w;
+}
+
+static int stripe_send(void *ctx, uint64_t tag, uint64_t offset, const void *src, size_t len, reduce_req_t *req) {
+    ccoip_stripe_t *s = ctx;
+    const reduce_link_t *l = &s->links[s->nsend++ % s->n];
+    return l->ops->post_send(l->ctx, tag, offset, src, len, req);
+}
+
+static int stripe_recv(void *ctx, uint64_t tag, uint64_t offset, void *dst, size_t len, reduce_req_t *req) {
+    ccoip_stripe_t *s = ctx;
+    const reduce_link_t *l = &s->links[s->nrecv++ % s->n];
+    return l->ops->post_recv(l->ctx, tag, offset, dst, len, req);
+}
+
+/* Every stream rings the op's one doorbell: waiting on it through any of them is the same. */
+static void stripe_wait(void *ctx, _Atomic uint32_t *doorbell, uint32_t seen, uint32_t timeout_us) {
+    ccoip_stripe_t *s = ctx;
+    s->links[0].ops->wait(s->links[0].ctx, doorbell, seen, timeout_us);
+}
+
+static void stripe_cancel(void *ctx, uint64_t tag) {
+    ccoip_stripe_t *s = ctx;
+    for (uint32_t i = 0; i < s->n; i++) s->links[i].ops->cancel(s->links[i].ctx, tag);
+}
+
+static const reduce_link_ops_t stripe_ops = {
+    .post_send = stripe_send,
+    .post_recv = stripe_recv,
+    .wait = stripe_wait,
+    .cancel = stripe_cancel,
+};
+
+reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, uint32_t n) {
+    memset(s, 0, sizeof *s);
+    if (n > CCOIP_P2P_MAX_STREAMS) n = CCOIP_P2P_MAX_STREAMS;
+    memcpy(s->links, links, n * sizeof *links);
+    s->n = n;
+    return (reduce_link_t){&stripe_ops, s};
+}

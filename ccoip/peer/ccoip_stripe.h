@@ -1,0 +1,53 @@
+/* ccoip_stripe.h: one all-reduce spread over several pool streams of the same neighbour.
+ *
+ * A striped link is a reduce link (reduce/reduce.h) over `n` data links to one neighbour: the
+ * k-th send goes out on link k mod n, the k-th receive is posted on link k mod n. The ring posts
+ * its sends to rank + 1 in exactly the order rank + 1 posts the matching receives (the contract
+ * that lets one data link match frames in posting order), so both ends of every stream see the
+ * same subsequence of frames, and each data link keeps matching them in order. Every stream of
+ * the pool carries every large op: the flows ramp together and stay warm, and a per-flow limit
+ * on the path caps each stream, not the op.
+ *
+ * Whether an op is striped is a function of its shape and the stream count of the link only
+ * (ccoip_stripe_width), so the two ends of each link always agree. */
+#ifndef CCOIP_STRIPE_H
+#define CCOIP_STRIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/peer/ccoip_p2p.h"
+#include "reduce/reduce.h"
+
+/* An op is striped when each stream gets at least this many bytes of every chunk (bytes /
+ * world): below it the per-op latency dominates, and the op is better left on one stream so
+ * that other ops run beside it on the others. */
+#define CCOIP_STRIPE_MIN_PER_STREAM (512u * 1024u)
+
+/* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,
+ * "WAN: concurrent streams"): with 100 Mbit/s per flow on a 500 Mbit/s link, pool 4 carried 3.8 x
+ * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; pool 8 fell
+ * to 0.74 x pool 1 there on the 2-core machine. */
+#define CCOIP_DEFAULT_POOL 4u
+
+typedef struct ccoip_stripe_t {
+    reduce_link_t links[CCOIP_P2P_MAX_STREAMS];
+    uint32_t n;
+    uint64_t nsend, nrecv; /* frames posted so far: they pick the stream */
+} ccoip_stripe_t;
+
+/* How many streams an op of `bytes` (count x element size) on `world` peers uses on a link of
+ * `streams` streams: all of them, or 1. The same on every peer for the same op and link. */
+uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams);
+
+/* Initialises s over links[0 .. n-1] (1 <= n <= CCOIP_P2P_MAX_STREAMS) and returns the reduce
+ * link that spreads over them; s must outlive the ring that uses it. */
+reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, uint32_t n);
+
+/* The ring's window (sub-chunks in flight per direction) for an op over `width` streams: two
+ * frames per stream (at least the ring's default 8), so that no stream idles while the ring
+ * waits on another. More was slower on a shared bottleneck with delay (2 hosts, 25 ms, pool 8:
+ * 4 per stream 44-46 MB/s, 1 per stream 46-51), less starves a per-flow-capped stream. */
+uint32_t ccoip_stripe_window(uint32_t width);
+
+#endif /* CCOIP_STRIPE_H */
