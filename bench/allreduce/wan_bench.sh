@@ -9,7 +9,13 @@
 #     float32 bus bandwidth.
 # The cases where each flow is limited on its own (per-flow caps, cubic under loss) are in
 # flow_bench.sh. Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB
-# overrides 256.
+# overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a
+# token PwW: pool P with PCCL_STRIPE_WINDOW=W, the striped ring's window), WAN_ROUNDS (default 1) runs that
+# many interleaved rounds (odd rounds in reverse pool order) and reports each pool's median;
+# WAN_LOSS (default 0.001) the loss; WAN_PER_PACKET=1 makes it a loss per packet (ns_per_packet;
+# by default iptables drops whole GSO skbs, and a slower flow's skbs are smaller, so N streams
+# lose more per byte than 1); WAN_ONLY_POOLS=1 skips gloo, the sndbuf row and the
+# quantized run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -24,38 +30,57 @@ n=4 mib=${WAN_SIZE_MIB:-256}
 bus() { awk -v n=$n -v m="$1" -v us="$2" 'BEGIN { printf "%.2f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e6 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a/b; else print "nan" }'; }
 
-if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || ! ns_impair 25 0.001; then
+if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || { [ "${WAN_PER_PACKET:-0}" = 1 ] && ! ns_per_packet; } ||
+    ! ns_impair 25 "${WAN_LOSS:-0.001}"; then
     echo "wan_bench: SKIPPED: cannot create shaped network namespaces (needs root, iproute2, iptables NFQUEUE)" >&2
     exit 0
 fi
+only=${WAN_ONLY_POOLS:-0} pools=${WAN_POOLS:-1 2 4 8} rounds=${WAN_ROUNDS:-1}
 tcp=$(ns_tcp 0 1 256)
-echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, 25 ms, 0.1% loss: $tcp MB/s" >&2
+echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, 25 ms, ${WAN_LOSS:-0.001} loss: $tcp MB/s" >&2
 # The same with the send buffer libpccl's data links set (SO_SNDBUF = net.core.wmem_max): the
 # fairer baseline for what one stream can carry here.
 wmax=$(cat /proc/sys/net/core/wmem_max 2>/dev/null || echo 0)
-tcp_sb=$(TCP_BENCH_SNDBUF=$wmax ns_tcp 0 1 256)
-echo "allreduce_wan/raw_tcp_sndbuf_vs_raw_tcp,$tcp_sb,MB/s,$tcp,$(ratio "$tcp_sb" "$tcp")"
-ns_gloo $n "$mib" 1 > "$tmp/gloo"
-g=$(awk '$1=="gloo" {print $3}' "$tmp/gloo")
-gb=""
-if [ -n "$g" ]; then
-    gb=$(bus "$mib" "$g")
-    echo "allreduce_wan/n4_${mib}MiB_gloo_busbw_vs_raw_tcp,$gb,MB/s,$tcp,$(ratio "$gb" "$tcp")"
+tcp_sb=$tcp gb=""
+if [ "$only" != 1 ]; then
+    tcp_sb=$(TCP_BENCH_SNDBUF=$wmax ns_tcp 0 1 256)
+    echo "allreduce_wan/raw_tcp_sndbuf_vs_raw_tcp,$tcp_sb,MB/s,$tcp,$(ratio "$tcp_sb" "$tcp")"
+    ns_gloo $n "$mib" 1 > "$tmp/gloo"
+    g=$(awk '$1=="gloo" {print $3}' "$tmp/gloo")
+    if [ -n "$g" ]; then
+        gb=$(bus "$mib" "$g")
+        echo "allreduce_wan/n4_${mib}MiB_gloo_busbw_vs_raw_tcp,$gb,MB/s,$tcp,$(ratio "$gb" "$tcp")"
+    fi
 fi
+# Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
+rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
+r=0
+while [ $r -lt "$rounds" ]; do
+    order=$pools; [ $((r % 2)) = 1 ] && order=$rev
+    for pool in $order; do
+        win=""; case $pool in *w*) win=${pool#*w};; esac
+        PCCL_STRIPE_WINDOW=$win "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
+            --parts 16 --inflight $((${pool%%w*} * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
+            { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
+        p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
+        b=$(bus "$mib" "$p"); echo "$b" >> "$tmp/bus$pool"
+        echo "wan_bench: round $r pool $pool: $b MB/s bus (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    done
+    r=$((r + 1))
+done
+median() { [ -s "$1" ] && sort -n "$1" | awk 'NF { v[n++] = $1 } END { if (n) printf "%.2f", n % 2 ? v[(n-1)/2] : (v[n/2-1] + v[n/2]) / 2 }'; }
 p1=""
-for pool in 1 2 4 8; do
-    "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $pool \
-        --parts 16 --inflight $((pool * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool" ||
-        { echo "wan_bench: pool $pool failed" >&2; continue; }
-    p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool")
-    pb=$(bus "$mib" "$p")
+for pool in $pools; do
+    pb=$(median "$tmp/bus$pool") || continue
+    [ -n "$pb" ] || continue
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
-    echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
+    [ "$only" != 1 ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
     [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
     [ $pool = 1 ] && p1=$pb
     [ $pool != 1 ] && [ -n "$p1" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_pool1,$pb,MB/s,$p1,$(ratio "$pb" "$p1")"
 done
 ns_cleanup
+[ "$only" = 1 ] && exit 0
 
 qmib=${WAN_QUANT_MIB:-64}
 if ! ns_setup $n 200; then

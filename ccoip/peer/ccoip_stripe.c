@@ -13,7 +13,7 @@ uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
 uint32_t ccoip_stripe_window(uint32_t width) {
     /* PCCL_STRIPE_WINDOW: for experiments; local (the frames' order does not depend on it). */
     const char *e = getenv("PCCL_STRIPE_WINDOW");
-    uint32_t w = e != NULL && atoi(e) > 0 ? (uint32_t) atoi(e) : 2 * width;
+    uint32_t w = e != NULL && atoi(e) > 0 ? (uint32_t) atoi(e) : 4 * width;
     if (w < REDUCE_RING_DEFAULT_WINDOW) w = REDUCE_RING_DEFAULT_WINDOW;
     return w > REDUCE_RING_MAX_WINDOW ? REDUCE_RING_MAX_WINDOW : w;
 }
