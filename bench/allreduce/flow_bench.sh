@@ -40,8 +40,9 @@ pools() {
     name=$1 n=$2 mib=$3 warm=$4 iters=$5
     shift 5
     for pool in "$@"; do
-        "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
-            --pool "$pool" --warmup "$warm" --iters "$iters" > "$tmp/p" || { echo "flow_bench: $name pool $pool failed" >&2; continue; }
+        win=""; case $pool in *w*) win=${pool#*w};; esac
+        PCCL_STRIPE_WINDOW=$win "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
+            --pool "${pool%%w*}" --warmup "$warm" --iters "$iters" > "$tmp/p" || { echo "flow_bench: $name pool $pool failed" >&2; continue; }
         us=$(awk '$1=="busbw" {print $3}' "$tmp/p")
         [ -n "$us" ] && echo "$pool $(bus "$n" "$mib" "$us")" >> "$tmp/res_$name"
     done
@@ -61,8 +62,8 @@ rows() {
     one=$(of "$tmp/tcp_$name" 1) p1=$(of "$tmp/res_$name" 1)
     echo "flow_bench: $name: raw TCP $(tr '\n' ' ' < "$tmp/tcp_$name"); pools $(tr '\n' ' ' < "$tmp/res_$name")" >&2
     for k in "$@"; do
-        t=$(of "$tmp/tcp_$name" "$k") b=$(of "$tmp/res_$name" "$k")
-        [ "$k" != 1 ] && [ -n "$t" ] &&
+        t=$(of "$tmp/tcp_$name" "${k%%w*}") b=$(of "$tmp/res_$name" "$k")
+        [ "$k" != 1 ] && [ "$k" = "${k%%w*}" ] && [ -n "$t" ] &&
             echo "allreduce_flow/${name}_raw_tcp_${k}_streams_vs_1_stream,$t,MB/s,$one,$(ratio "$t" "$one")"
         [ -n "$b" ] || continue
         echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_raw_tcp_${k}_streams,$b,MB/s,$t,$(ratio "$b" "$t")"
@@ -72,6 +73,7 @@ rows() {
 }
 
 rounds=${FLOW_ROUNDS:-2}
+fpools=${FLOW_POOLS:-1 2 4 8} # flowcap, linkonly; a token PwW: pool P, PCCL_STRIPE_WINDOW=W
 cases=${FLOW_CASES:-flowcap linkonly cubic}
 for c in $cases; do
     case $c in
@@ -84,11 +86,11 @@ for c in $cases; do
         fi
         r=0
         while [ $r -lt "$rounds" ]; do
-            tcp_of $c "${FLOW_TCP_MIB:-32}" 1 2 4 8
-            pools $c 4 "$mib" 1 2 1 2 4 8
+            tcp_of $c "${FLOW_TCP_MIB:-32}" $(echo $fpools | tr ' ' '\n' | sed 's/w.*//' | sort -nu)
+            pools $c 4 "$mib" 1 2 $fpools
             r=$((r + 1))
         done
-        rows $c 4 "$mib" 1 2 4 8
+        rows $c 4 "$mib" $fpools
         ns_cleanup ;;
     cubic)
         # FLOW_LOSS_PROFILES: "DELAY_MS LOSS MIB" triples, comma-separated. 50 ms and 1% is not in
