@@ -66,7 +66,7 @@ rows() {
         [ "$k" != 1 ] && [ "$k" = "${k%%w*}" ] && [ -n "$t" ] &&
             echo "allreduce_flow/${name}_raw_tcp_${k}_streams_vs_1_stream,$t,MB/s,$one,$(ratio "$t" "$one")"
         [ -n "$b" ] || continue
-        echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_raw_tcp_${k}_streams,$b,MB/s,$t,$(ratio "$b" "$t")"
+        echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_raw_tcp_${k%%w*}_streams,$b,MB/s,$t,$(ratio "$b" "$t")"
         [ "$k" != 1 ] && [ -n "$p1" ] &&
             echo "allreduce_flow/${name}_n${n}_${mib}MiB_pool${k}_busbw_vs_pool1,$b,MB/s,$p1,$(ratio "$b" "$p1")"
     done
