@@ -45,10 +45,11 @@ uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams);
 reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, uint32_t n);
 
 /* The ring's window (sub-chunks in flight per direction) for an op over `width` streams: four
- * frames per stream (at least the ring's default 8), so that a stream in loss recovery does not
- * hold the others once they ran a little ahead. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 %
- * loss, pool 4, 3 interleaved rounds): 2 per stream 0.85 x pool 1, 4 per stream 0.97, 8 per
- * stream 0.94; on a link limit without loss (2 hosts, pool 8) 2 and 4 per stream read alike. */
+ * frames per stream (at least the ring's default 8), so that a stream in loss recovery holds the
+ * others less soon. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss, pool 4; 11 runs each over
+ * 3 sessions of interleaved rounds): median 44.1 MB/s at 2 per stream, 45.7 at 4 (pool 1: 50.7);
+ * within one session the two read 0.85 / 0.97 and 0.91 / 0.91 x pool 1: a small gain, noisy. The
+ * per-flow-capped path read alike (45.0 / 44.9 MB/s), as did 2 hosts link-only earlier. */
 uint32_t ccoip_stripe_window(uint32_t width);
 
 #endif /* CCOIP_STRIPE_H */
