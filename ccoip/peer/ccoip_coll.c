@@ -9,10 +9,11 @@
  *      arrives: a large op is striped over every stream of each link (ccoip_stripe.h), another
  *      takes stream k mod (pool size) for the k-th successful COMMENCE since the topology round.
  *      COMMENCEs reach every member in the master's order, so every peer picks the same streams
- *      for an op and queues the ops of a stream in the same order. The ops of one stream run one at a time in that order: a socket never carries
- *      frames of an op whose receive side is not yet running, beyond the one in front of it
- *      (the datalink holds an early frame until its receive is posted, blocking the socket; with
- *      one op at a time per socket that wait always ends, as with back-to-back sync calls).
+ *      for an op and queues the ops of a stream in the same order. The ops of one stream run
+ *      one at a time in that order: a socket never carries frames of an op whose receive side is
+ *      not yet running, beyond the one in front of it (the datalink holds an early frame until
+ *      its receive is posted, blocking the socket; with one op at a time per socket that wait
+ *      always ends, as with back-to-back sync calls).
  *   3. COLLECTIVE_COMPLETE -> DONE: the outcome is shared. A failed ring breaks and retires every
  *      stream until the next pcclUpdateTopology (frames of it may still be in the sockets).
  * An op that makes no progress in any of these for the collective timeout is reported to the
