@@ -11,33 +11,8 @@ cache=$(cd "$cache" && pwd)
 prefix="$cache/libsodium-win"
 [ -f "$prefix/lib/libsodium.a" ] && [ -f "$prefix/include/sodium.h" ] && exit 0
 
-src="$cache/libsodium-src"
-if ! ls "$src"/libsodium_*.orig.tar.* >/dev/null 2>&1; then
-    apt="$cache/apt"
-    mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$src"
-    suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-    echo "deb-src http://deb.debian.org/debian $suite main" > "$apt/sources.list"
-    set -- -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-        -o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt" -o APT::Sandbox::User=root
-    echo "win_libsodium: fetching Debian's libsodium source package (once)" >&2
-    ls "$apt/lists"/*Sources* >/dev/null 2>&1 || apt-get -qq "$@" update
-    (cd "$src" && apt-get -qq "$@" source --download-only libsodium) ||
-        { apt-get -qq "$@" update && (cd "$src" && apt-get -qq "$@" source --download-only libsodium); }
-fi
-
+tree=$(sh "$(dirname "$0")/debian_source.sh" "$cache" libsodium libsodium)
 work="$cache/libsodium-build"
-rm -rf "$work"
-mkdir -p "$work"
-tar -xf "$(ls "$src"/libsodium_*.orig.tar.* | head -n1)" -C "$work"
-tree=$(ls -d "$work"/libsodium*/ | head -n1)
-tree=${tree%/}
-deb=$(ls "$src"/libsodium_*.debian.tar.* | head -n1)
-tar -xf "$deb" -C "$tree"
-if [ -f "$tree/debian/patches/series" ]; then
-    grep -v '^#' "$tree/debian/patches/series" | while read -r p; do
-        [ -n "$p" ] && patch -s -d "$tree" -p1 < "$tree/debian/patches/$p"
-    done
-fi
 
 echo "win_libsodium: building libsodium for Windows (mingw-w64, static)" >&2
 log="$cache/libsodium-build.log"

@@ -10,33 +10,8 @@ cache=$(cd "$cache" && pwd)
 prefix="$cache/libuv-win"
 [ -f "$prefix/lib/libuv.a" ] && [ -f "$prefix/include/uv.h" ] && exit 0
 
-src="$cache/libuv-src"
-if ! ls "$src"/libuv1_*.orig.tar.gz >/dev/null 2>&1; then
-    # A private apt state (lists, cache, sources) under the cache: the system's lists stay untouched.
-    apt="$cache/apt"
-    mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$src"
-    suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-    echo "deb-src http://deb.debian.org/debian $suite main" > "$apt/sources.list"
-    set -- -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-        -o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt" -o APT::Sandbox::User=root
-    echo "win_libuv: fetching Debian's libuv1 source package (once)" >&2
-    apt-get -qq "$@" update
-    (cd "$src" && apt-get -qq "$@" source --download-only libuv1)
-fi
-
+tree=$(sh "$(dirname "$0")/debian_source.sh" "$cache" libuv1 libuv)
 work="$cache/libuv-build"
-rm -rf "$work"
-mkdir -p "$work"
-tar -xzf "$(ls "$src"/libuv1_*.orig.tar.gz | head -n1)" -C "$work"
-tree=$(ls -d "$work"/libuv*/ | head -n1)
-tree=${tree%/}
-deb=$(ls "$src"/libuv1_*.debian.tar.* | head -n1)
-tar -xf "$deb" -C "$tree"
-if [ -f "$tree/debian/patches/series" ]; then
-    grep -v '^#' "$tree/debian/patches/series" | while read -r p; do
-        [ -n "$p" ] && patch -s -d "$tree" -p1 < "$tree/debian/patches/$p"
-    done
-fi
 
 cat > "$work/mingw.cmake" <<'TC'
 set(CMAKE_SYSTEM_NAME Windows)

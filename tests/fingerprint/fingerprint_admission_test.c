@@ -16,7 +16,7 @@
 #include "tests/ccoip/harness.h"
 #include "tests/common/check.h"
 
-static char dir[] = "/tmp/pccl_fp_admit_XXXXXX";
+static char dir[200];
 static char same_path[256], other_path[256], log_path[256];
 
 static bool write_fp(const char *path, const pcclDeterminismFingerprint_t *fp) {
@@ -76,6 +76,8 @@ static void stop(h_proc_t *procs, int n) {
 int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(120);
+    const char *tmp = getenv("TEST_TMPDIR"); /* Bazel's per-test folder, removed for us */
+    snprintf(dir, sizeof dir, "%s/pccl_fp_admit_XXXXXX", tmp != NULL ? tmp : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL);
     snprintf(same_path, sizeof same_path, "%s/same.txt", dir);
     snprintf(other_path, sizeof other_path, "%s/other.txt", dir);
