@@ -37,6 +37,7 @@ cuda_status_t cuda_event_synchronize(void *event);
 cuda_status_t cuda_flags_alloc(uint32_t **flags, size_t n);
 cuda_status_t cuda_stream_wait_flag(void *stream, const uint32_t *flag, uint32_t target);
 cuda_status_t cuda_memset_async(void *dst, int byte, size_t n, void *stream);
+cuda_status_t cuda_stream_mark_if(void *stream, const uint32_t *status, void *dst, size_t n);
 /* For tests: CUDA_OK when all work on `stream` is done, CUDA_INVALID while some is pending. */
 cuda_status_t cuda_stream_query(void *stream);
 /* For tests: "wait-value" or "kernel", the gate stream_wait_flag uses in this process. */

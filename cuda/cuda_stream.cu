@@ -4,7 +4,8 @@
 // The gate is cuStreamWaitValue32 (a stream memory op: no SM is busy while it waits), reached
 // through cudaGetDriverEntryPointByVersion so that nothing links libcuda; where the driver
 // lacks it or refuses the word, a one-thread kernel polls it instead (it holds one SM slot
-// while it waits). PCCL_STREAM_GATE=kernel forces the kernel (tests run both).
+// while it waits). PCCL_STREAM_GATE=kernel forces the kernel (tests run both). The failure mark
+// is a kernel too: it reads a status word the host wrote and fills a buffer with 0xFF if set.
 #include <cuda.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,12 +23,14 @@ static pthread_once_t gate_once = PTHREAD_ONCE_INIT;
 static wait_value32_fn wait_value32 = NULL;
 
 __global__ void gate_kernel(const volatile uint32_t *flag, uint32_t target);
+__global__ void mark_kernel(const volatile uint32_t *status, unsigned char *dst, size_t n);
 
 static void gate_init(void) {
     // Load the fallback kernel now: under lazy module loading its first launch could otherwise
     // wait for the GPU, i.e. for a stream this process has gated.
     cudaFuncAttributes attr;
     if (cudaFuncGetAttributes(&attr, gate_kernel) != cudaSuccess) cudaGetLastError();
+    if (cudaFuncGetAttributes(&attr, mark_kernel) != cudaSuccess) cudaGetLastError();
     const char *force = getenv("PCCL_STREAM_GATE");
     if (force != NULL && strcmp(force, "kernel") == 0) return;
     void *fn = NULL;
@@ -63,6 +66,32 @@ extern "C" cuda_status_t cuda_stream_wait_flag(void *stream, const uint32_t *fla
     }
     gate_kernel<<<1, 1, 0, s>>>(flag, target);
     return cuda_check(cudaGetLastError(), "gate kernel launch");
+}
+
+// One read of the status per block (it crosses PCIe); on success every block returns at once.
+__global__ void mark_kernel(const volatile uint32_t *status, unsigned char *dst, size_t n) {
+    __shared__ uint32_t failed;
+    if (threadIdx.x == 0) failed = *status;
+    __syncthreads();
+    if (failed == 0) return;
+    size_t head = (16 - ((uintptr_t) dst & 15)) & 15;
+    if (head > n) head = n;
+    size_t body = (n - head) / 16, tid = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+    size_t stride = (size_t) gridDim.x * blockDim.x;
+    for (size_t i = tid; i < head; i += stride) dst[i] = 0xff;
+    uint4 *b = (uint4 *) (dst + head);
+    for (size_t i = tid; i < body; i += stride) b[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+    for (size_t i = head + body * 16 + tid; i < n; i += stride) dst[i] = 0xff;
+}
+
+extern "C" cuda_status_t cuda_stream_mark_if(void *stream, const uint32_t *status, void *dst, size_t n) {
+    if (status == NULL || (dst == NULL && n > 0)) return CUDA_INVALID;
+    pthread_once(&gate_once, gate_init);
+    size_t blocks = (n + 256 * 16 - 1) / (256 * 16);
+    if (blocks < 1) blocks = 1;
+    if (blocks > 256) blocks = 256;
+    mark_kernel<<<(unsigned) blocks, 256, 0, (cudaStream_t) stream>>>(status, (unsigned char *) dst, n);
+    return cuda_check(cudaGetLastError(), "mark kernel launch");
 }
 
 extern "C" cuda_status_t cuda_flags_alloc(uint32_t **flags, size_t n) {

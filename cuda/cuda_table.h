@@ -86,6 +86,9 @@ typedef struct cuda_table_t {
      * host releases it with a plain store; the call itself never blocks. */
     cuda_status_t (*stream_wait_flag)(void *stream, const uint32_t *flag, uint32_t target);
     cuda_status_t (*memset_async)(void *dst, int byte, size_t n, void *stream);
+    /* Queues on `stream` a kernel that reads *status (a word of flags_alloc) when it runs and,
+     * if it is not 0, fills n bytes of device memory at dst with 0xFF; with 0 it ends at once. */
+    cuda_status_t (*stream_mark_if)(void *stream, const uint32_t *status, void *dst, size_t n);
 
     /* The determinism fingerprint of device 0 (cuda/cuda_fingerprint.h; fp is a
      * pcclDeterminismFingerprint_t). */

@@ -27,6 +27,7 @@ static const cuda_table_t table = {
     .flags_alloc = cuda_flags_alloc,
     .stream_wait_flag = cuda_stream_wait_flag,
     .memset_async = cuda_memset_async,
+    .stream_mark_if = cuda_stream_mark_if,
     .fingerprint = cuda_fingerprint_table,
     .status_string = cuda_status_string,
 };

@@ -30,10 +30,11 @@ PCCL_EXPORT pcclResult_t pcclAllReduceOnStream(const void *sendbuf, void *recvbu
         return pcclInvalidArgument;
     }
     pcclComm_t *comm = (pcclComm_t *) communicator;
-    size_t bytes = descriptor->count * reduce_dtype_size(descriptor->src_descriptor.datatype);
+    size_t esz = reduce_dtype_size(descriptor->src_descriptor.datatype);
     ccoip_gate_t *gate;
     reduce_cache_t *pinned = pccl_pinned_cache(&comm->pinned, &comm->pinned_lock);
-    res = ccoip_gate_open(&comm->gates, &comm->pinned_lock, pinned, stream, sendbuf, recvbuf, bytes, &gate);
+    res = ccoip_gate_open(&comm->gates, &comm->pinned_lock, pinned, stream, sendbuf, recvbuf, descriptor->count, esz,
+                          atomic_load(&comm->world[1]), &gate);
     if (res != pcclSuccess) return res;
     ccoip_op_t *op;
     res = ccoip_op_claim_gated(comm, sendbuf, recvbuf, descriptor, gate, &op);

@@ -278,8 +278,10 @@ static const char *op_name(const ccoip_op_t *op) {
 static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, reduce_ring_stats_t *stats) {
     const pcclReduceDescriptor_t *d = &op->desc;
     pcclDataType_t dt = d->src_descriptor.datatype;
-    if (op->gate != NULL) /* stream-ordered: the caller's stream fills and empties the gate's block */
+    if (op->gate != NULL) { /* stream-ordered: the caller's stream fills and empties the gate's block */
+        rp->stage = ccoip_gate_stage(op->gate, rp->rank, rp->world_size);
         return reduce_ring_allreduce(rp, op->gate->host, op->gate->host, d->count, dt, d->op, stats);
+    }
     if (pccl_buffers_kind(op->sendbuf, op->recvbuf) != PCCL_BUFFERS_DEVICE)
         return reduce_ring_allreduce(rp, op->sendbuf, op->recvbuf, d->count, dt, d->op, stats);
     pccl_device_op_t dev;

@@ -11,12 +11,22 @@
  * 2. "kill": all 3 peers enqueue a 64 MiB op; peer 2 SIGKILLs itself 20 ms later. Peers 0 and 1:
  *    their stream is released (within 60 s), the handle says why (not pcclSuccess), and the
  *    kernel queued after the op saw recvbuf filled with 0xFF bytes, as documented.
- * --quick: 10 steps, no kill phase (for compute-sanitizer, which slows everything).
+ * 3. "late-kill": a 256 MiB op after two completed ones (so the copies follow the ring's
+ *    order); peer 2 SIGKILLs itself after 65% of the time the op took just before (past the
+ *    reduce-scatter). The survivors: the stream is released, the handle says why, the kernel
+ *    queued after the op sees every byte of recvbuf 0xFF, and the library's warning on the
+ *    failed op (the peer's stderr, kept in a file) says that ranges of the result had already
+ *    been released to recvbuf, i.e. the mark had final values to overwrite.
+ * 4. 10 steps with PCCL_STREAM_COPIES=whole (one copy each way, the previous behaviour).
+ * --quick: 10 steps, no other phase (for compute-sanitizer, which slows everything).
  * --bench: 2 peers time a training-like step (4 buckets of 16 MiB: gradient kernel, all-reduce,
  * optimizer kernel) blocking (pcclAllReduce on the legacy default stream) against stream-ordered
  * (gradients on one stream, each bucket's all-reduce + optimizer kernel on another), and print
  * CSV rows (name,value,unit,baseline,ratio) with the blocking step as the baseline, and the
  * fraction of the hideable time (the smaller of compute-only and all-reduce-only) that was hidden.
+ * Then "opbench" (peer_opbench) twice with overlapped copies and twice with whole ones,
+ * interleaved: one op's time at 16, 64 and 256 MiB against the host-buffer ring, and overlapped
+ * against whole.
  * Without CUDA built in, or without a GPU, it prints "skipped: no GPU" and passes. */
 #include <inttypes.h>
 #include <signal.h>
@@ -250,6 +260,70 @@ static int peer_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
 }
 
 
+/* "late-kill" (the header's phase 3): a peer's side. */
+static int peer_late_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
+    size_t count = 64u << 20, bytes = count * 4;
+    void *stream = NULL, *d_send = NULL, *d_recv = NULL, *d_snap = NULL;
+    if (cu->stream_create(&stream) != CUDA_OK || cu->device_alloc(&d_send, bytes) != CUDA_OK ||
+        cu->device_alloc(&d_recv, bytes) != CUDA_OK || cu->device_alloc(&d_snap, bytes) != CUDA_OK) {
+        printf("FAIL allocation\n");
+        return 1;
+    }
+    tk_fill(d_send, 0, count, p, 0, stream);
+    cu->memset_async(d_recv, 0, bytes, stream);
+    /* The same op twice, completed: the next one is planned with this ring rank. */
+    pcclReduceDescriptor_t d = {count, pcclSum, 8000, {pcclFloat, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
+    pcclAsyncReduceOp_t handle;
+    double t_first = 0;
+    for (int i = 0; i < 2; i++, d.tag++) { /* the second one is timed: no first-use costs */
+        t_first = now_ms();
+        if (pcclAllReduceOnStream(d_send, d_snap, &d, comm, stream, &handle) != pcclSuccess ||
+            pcclAwaitAsyncReduce(&handle, NULL) != pcclSuccess || cu->stream_synchronize(stream) != CUDA_OK) {
+            printf("FAIL the first ops\n");
+            return 1;
+        }
+        t_first = now_ms() - t_first;
+    }
+    pcclResult_t r = pcclAllReduceOnStream(d_send, d_recv, &d, comm, stream, &handle);
+    if (r != pcclSuccess) {
+        printf("FAIL pcclAllReduceOnStream: %s\n", pcclResultString(r));
+        return 1;
+    }
+    tk_copy(d_snap, d_recv, bytes, stream);
+    printf("enqueued\n");
+    fflush(stdout);
+    double t0 = now_ms();
+    if (p == 2) { /* past the reduce-scatter (half the op), before the end */
+        usleep((useconds_t) (t_first * 0.65 * 1000));
+        printf("killing myself %.1f ms after the call (the same op took %.1f ms)\n", now_ms() - t0, t_first);
+        fflush(stdout);
+        kill(getpid(), SIGKILL);
+    }
+    while (tk_stream_busy(stream) != 0) {
+        if (now_ms() - t0 > 60000) {
+            printf("FAIL the stream is still held 60 s after the peer died\n");
+            return 1;
+        }
+        usleep(1000);
+    }
+    double released = now_ms() - t0;
+    r = pcclAwaitAsyncReduce(&handle, NULL);
+    unsigned char *h = malloc(bytes);
+    int failures = 0;
+    if (h == NULL || cu->memcpy_d2h(h, d_snap, bytes, NULL) != CUDA_OK) {
+        printf("FAIL copy back\n");
+        return 1;
+    }
+    size_t marked = 0;
+    for (size_t i = 0; i < bytes; i++) marked += h[i] == 0xff;
+    printf("released after %.0f ms, handle says %s, %zu of %zu bytes marked\n", released, pcclResultString(r),
+           marked, bytes);
+    if (r == pcclSuccess) printf("FAIL the handle says pcclSuccess although a peer died\n"), failures++;
+    if (marked != bytes) printf("FAIL the kernel after the failed op did not see recvbuf marked\n"), failures++;
+    free(h);
+    return failures;
+}
+
 /* ---- --bench: a training-like loop, blocking against stream-ordered ---------------------- */
 
 #define BUCKETS 4
@@ -267,6 +341,10 @@ typedef struct bench_bufs {
  * backward pass does it: gradients on a compute stream, each bucket's all-reduce on a comm stream
  * as soon as its gradient is done (an event), the optimizer kernels on the compute stream once
  * their bucket is reduced (an event recorded after the op on the comm stream). */
+static double median(double *v, int n);
+static double call_ms_sum, call_ms_max; /* pcclAllReduceOnStream's own time (mode 3) */
+static int call_n;
+
 static int bench_step(const cuda_table_t *cu, pcclComm_t *comm, bench_bufs_t *b, int mode, uint64_t tag0) {
     pcclAsyncReduceOp_t h[BUCKETS];
     void *cs = mode == 3 ? b->compute : NULL, *ms = mode == 3 ? b->comm : NULL;
@@ -278,7 +356,12 @@ static int bench_step(const cuda_table_t *cu, pcclComm_t *comm, bench_bufs_t *b,
             if (pcclAllReduce(b->grad[k], b->out[k], &d, comm, NULL) != pcclSuccess) return -1;
         } else if (mode == 3) {
             if (cu->event_record(b->ev[k], cs) != CUDA_OK || cu->stream_wait_event(ms, b->ev[k]) != CUDA_OK) return -1;
+            double t0 = now_ms();
             if (pcclAllReduceOnStream(b->grad[k], b->out[k], &d, comm, ms, &h[k]) != pcclSuccess) return -1;
+            double dt = now_ms() - t0;
+            call_ms_sum += dt;
+            call_n++;
+            if (dt > call_ms_max) call_ms_max = dt;
             if (cu->event_record(b->done[k], ms) != CUDA_OK) return -1;
         }
     }
@@ -306,33 +389,162 @@ static int peer_bench(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
         printf("FAIL bench allocation\n");
         return 1;
     }
-    const int steps = 6;
-    double ms[4];
+    /* Rounds of every mode, interleaved (the GPU and the host are shared by both peers, so
+     * conditions drift); each round's mean of STEPS steps, then the median over rounds. */
+    enum { ROUNDS = 7, STEPS = 3 };
+    double per[4][ROUNDS], ms[4];
     uint64_t tag = 1;
-    for (int mode = 0; mode < 4; mode++) {
-        if (bench_step(cu, comm, &b, mode, tag) != 0) { /* warm-up */
-            printf("FAIL bench step (mode %d)\n", mode);
-            return 1;
+    for (int round = -1; round < ROUNDS; round++) /* round -1: warm-up */
+        for (int mode = 0; mode < 4; mode++) {
+            double t0 = now_ms();
+            for (int s = 0; s < STEPS; s++, tag += BUCKETS)
+                if (bench_step(cu, comm, &b, mode, tag) != 0) {
+                    printf("FAIL bench step (mode %d)\n", mode);
+                    return 1;
+                }
+            if (round >= 0) per[mode][round] = (now_ms() - t0) / STEPS;
         }
-        tag += BUCKETS;
-        double t0 = now_ms();
-        for (int s = 0; s < steps; s++, tag += BUCKETS)
-            if (bench_step(cu, comm, &b, mode, tag) != 0) {
-                printf("FAIL bench step (mode %d)\n", mode);
-                return 1;
-            }
-        ms[mode] = (now_ms() - t0) / steps;
-    }
+    for (int mode = 0; mode < 4; mode++) ms[mode] = median(per[mode], ROUNDS);
     if (p == 0) {
         double hideable = ms[0] < ms[1] ? ms[0] : ms[1];
         printf("info compute-only %.2f ms, all-reduce-only %.2f ms, blocking %.2f ms, stream-ordered %.2f ms a step\n",
                ms[0], ms[1], ms[2], ms[3]);
-        printf("row stream_allreduce_train_step_%dx%zuMiB_%dp,%.3f,ms,%.3f,%.3f\n", BUCKETS, bytes >> 20, world, ms[3],
-               ms[2], ms[3] / ms[2]);
-        printf("row stream_allreduce_overlap_%dx%zuMiB_%dp,%.3f,fraction_hidden,0,0\n", BUCKETS, bytes >> 20, world,
-               hideable > 0 ? (ms[2] - ms[3]) / hideable : 0);
+        printf("info pcclAllReduceOnStream took %.3f ms on average, %.3f ms at most (copies: %s)\n",
+               call_n ? call_ms_sum / call_n : 0.0, call_ms_max,
+               getenv("PCCL_STREAM_COPIES") ? getenv("PCCL_STREAM_COPIES") : "default");
+        const char *cp = getenv("PCCL_STREAM_COPIES"); /* rows of other settings say which */
+        char sfx[32] = "";
+        if (cp != NULL) snprintf(sfx, sizeof sfx, "_copies_%.16s", cp);
+        printf("row stream_allreduce_train_step_%dx%zuMiB_%dp%s,%.3f,ms,%.3f,%.3f\n", BUCKETS, bytes >> 20, world, sfx,
+               ms[3], ms[2], ms[3] / ms[2]);
+        printf("row stream_allreduce_overlap_%dx%zuMiB_%dp%s,%.3f,fraction_hidden,0,0\n", BUCKETS, bytes >> 20, world,
+               sfx, hideable > 0 ? (ms[2] - ms[3]) / hideable : 0);
     }
     return 0;
+}
+
+/* --bench "opbench": one op at a time, 3 peers, 16 to 256 MiB of float32, interleaved rounds of
+ * the stream-ordered op (call, await, then the host waits for the stream), the blocking
+ * pcclAllReduce of the same device buffers, and pcclAllReduce of host buffers (the ring alone,
+ * the limit the copies should approach). Peer 0 prints medians; PCCL_STREAM_COPIES=whole in the
+ * environment makes the stream-ordered op copy whole buffers (rows named _whole_). */
+#define OP_ROUNDS 7
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t) n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int peer_opbench(const cuda_table_t *cu, pcclComm_t *comm, int p, int world) {
+    static const int sizes_mib[] = {16, 64, 256};
+    const char *cp = getenv("PCCL_STREAM_COPIES");
+    size_t max_bytes = (size_t) 256 << 20;
+    void *stream = NULL, *d_send = NULL, *d_recv = NULL;
+    char *h_send = malloc(max_bytes), *h_recv = malloc(max_bytes);
+    if (h_send == NULL || h_recv == NULL || cu->stream_create(&stream) != CUDA_OK ||
+        cu->device_alloc(&d_send, max_bytes) != CUDA_OK || cu->device_alloc(&d_recv, max_bytes) != CUDA_OK ||
+        tk_fill(d_send, 0, max_bytes / 4, p, 0, NULL) != 0 || cu->stream_synchronize(NULL) != CUDA_OK) {
+        printf("FAIL opbench allocation\n");
+        return 1;
+    }
+    memset(h_recv, 0, max_bytes);
+    for (size_t i = 0; i < max_bytes / 4; i++) ((float *) h_send)[i] = tk_value(p, i, 0);
+    uint64_t tag = 1;
+    for (size_t z = 0; z < sizeof sizes_mib / sizeof sizes_mib[0]; z++) {
+        size_t count = ((size_t) sizes_mib[z] << 20) / 4;
+        double t[3][OP_ROUNDS], t_call[OP_ROUNDS];
+        for (int round = -1; round < OP_ROUNDS; round++) { /* round -1: warm-up */
+            for (int kind = 0; kind < 3; kind++) {
+                pcclReduceDescriptor_t d = {count, pcclSum, tag++, {pcclFloat, pcclDistributionNone},
+                                            {pcclUint8, pcclQuantNone}};
+                pcclAsyncReduceOp_t h;
+                double t0 = now_ms();
+                pcclResult_t r;
+                if (kind == 0) {
+                    r = pcclAllReduceOnStream(d_send, d_recv, &d, comm, stream, &h);
+                    if (round >= 0) t_call[round] = now_ms() - t0;
+                    if (r == pcclSuccess) r = pcclAwaitAsyncReduce(&h, NULL);
+                    if (r == pcclSuccess && cu->stream_synchronize(stream) != CUDA_OK) r = pcclInternalError;
+                } else {
+                    r = pcclAllReduce(kind == 1 ? d_send : (void *) h_send, kind == 1 ? d_recv : (void *) h_recv, &d,
+                                      comm, NULL);
+                }
+                if (r != pcclSuccess) {
+                    printf("FAIL opbench %d MiB kind %d: %s\n", sizes_mib[z], kind, pcclResultString(r));
+                    return 1;
+                }
+                if (round >= 0) t[kind][round] = now_ms() - t0;
+            }
+        }
+        double m[3];
+        for (int kind = 0; kind < 3; kind++) m[kind] = median(t[kind], OP_ROUNDS);
+        if (p == 0) {
+            printf("info %d MiB: stream-ordered (copies: %s) %.2f ms (the call %.3f ms), blocking device %.2f ms, host "
+                   "buffers %.2f ms\n", sizes_mib[z], cp ? cp : "default", m[0], median(t_call, OP_ROUNDS), m[1], m[2]);
+            printf("opms %d %.3f %.3f %.3f\n", sizes_mib[z], m[0], m[1], m[2]);
+        }
+    }
+    cu->device_free(d_recv);
+    cu->device_free(d_send);
+    cu->stream_destroy(stream);
+    free(h_send);
+    free(h_recv);
+    (void) world;
+    return 0;
+}
+
+/* The driver's record of opbench medians: [copies setting][size][phase]; setting 0 is the
+ * default, 1 whole copies (PCCL_STREAM_COPIES=whole), the others PCCL_STREAM_COPIES=N. */
+#define OP_SIZES 3
+#define OP_PHASES 4
+#define OP_SETTINGS 6
+static const char *settings[OP_SETTINGS] = {NULL, "whole", "2", "4", "16", "32"};
+static double opms[OP_SETTINGS][OP_SIZES][OP_PHASES], host_ms[OP_SETTINGS][OP_SIZES][OP_PHASES];
+static int opms_n[OP_SETTINGS][OP_SIZES];
+
+static int setting_now(void) {
+    const char *cp = getenv("PCCL_STREAM_COPIES");
+    for (int i = 1; cp != NULL && i < OP_SETTINGS; i++)
+        if (strcmp(cp, settings[i]) == 0) return i;
+    return 0;
+}
+
+static void use_setting(int i) {
+    if (settings[i] == NULL) unsetenv("PCCL_STREAM_COPIES");
+    else setenv("PCCL_STREAM_COPIES", settings[i], 1); /* the peers inherit it */
+}
+
+static void record_opms_line(const char *line) {
+    int mib = 0;
+    double s = 0, dev = 0, host = 0;
+    if (sscanf(line, "opms %d %lf %lf %lf", &mib, &s, &dev, &host) != 4) return;
+    int z = mib == 16 ? 0 : mib == 64 ? 1 : mib == 256 ? 2 : -1;
+    int w = setting_now();
+    if (z < 0 || opms_n[w][z] >= OP_PHASES) return;
+    opms[w][z][opms_n[w][z]] = s;
+    host_ms[w][z][opms_n[w][z]++] = host;
+}
+
+static void print_opms_rows(void) {
+    static const int sizes_mib[] = {16, 64, 256};
+    for (int z = 0; z < OP_SIZES; z++) {
+        if (opms_n[0][z] == 0 || opms_n[1][z] == 0) continue;
+        double ov = median(opms[0][z], opms_n[0][z]), wh = median(opms[1][z], opms_n[1][z]);
+        double ho = median(host_ms[0][z], opms_n[0][z]), hw = median(host_ms[1][z], opms_n[1][z]);
+        printf("stream_allreduce_op_%dMiB_3p,%.3f,ms,%.3f,%.3f\n", sizes_mib[z], ov, ho, ov / ho);
+        printf("stream_allreduce_op_whole_%dMiB_3p,%.3f,ms,%.3f,%.3f\n", sizes_mib[z], wh, hw, wh / hw);
+        printf("stream_allreduce_op_overlapped_vs_whole_%dMiB_3p,%.3f,ms,%.3f,%.3f\n", sizes_mib[z], ov, wh, ov / wh);
+        for (int i = 2; i < OP_SETTINGS; i++) {
+            if (opms_n[i][z] == 0) continue;
+            double v = median(opms[i][z], opms_n[i][z]), hv = median(host_ms[i][z], opms_n[i][z]);
+            printf("stream_allreduce_op_parts%s_%dMiB_3p,%.3f,ms,%.3f,%.3f\n", settings[i], sizes_mib[z], v, hv, v / hv);
+        }
+    }
 }
 
 static int peer_main(int port, int p, int world, const char *mode) {
@@ -345,13 +557,31 @@ static int peer_main(int port, int p, int world, const char *mode) {
     }
     printf("ready\n");
     fflush(stdout);
-    int failures = strcmp(mode, "kill") == 0    ? peer_kill(cu, comm, p)
-                   : strcmp(mode, "bench") == 0 ? peer_bench(cu, comm, p, world)
-                                                : peer_steps(cu, comm, p, world, atoi(mode));
+    int failures = strcmp(mode, "kill") == 0        ? peer_kill(cu, comm, p)
+                   : strcmp(mode, "late-kill") == 0 ? peer_late_kill(cu, comm, p)
+                   : strcmp(mode, "bench") == 0     ? peer_bench(cu, comm, p, world)
+                   : strcmp(mode, "opbench") == 0   ? peer_opbench(cu, comm, p, world)
+                                                    : peer_steps(cu, comm, p, world, atoi(mode));
     printf("done %d\n", failures);
     fflush(stdout);
-    if (strcmp(mode, "kill") != 0) pcclDestroyCommunicator(comm);
+    if (strstr(mode, "kill") == NULL) pcclDestroyCommunicator(comm);
     return failures ? 1 : 0;
+}
+
+/* The ranges of the failed op that a surviving peer's library had released to recvbuf before the
+ * failure, from its line "... failed after R of N ranges ..."; -1 without that line. */
+static int early_ranges(const char *path, int peer) {
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int got = -1, n = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        const char *at = strstr(line, "failed after ");
+        if (at != NULL && sscanf(at, "failed after %d of %d ranges", &got, &n) == 2) break;
+    }
+    if (f != NULL) fclose(f);
+    printf("[late-kill] peer %d: %d of %d ranges of the result had gone to recvbuf before the failure\n", peer, got, n);
+    if (got <= 0) fprintf(stderr, "peer %d: no range had gone to recvbuf before the failure\n", peer);
+    return got;
 }
 
 /* One phase: the master and `world` peers in `mode`; 0 when every peer passed. */
@@ -362,12 +592,17 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
         fprintf(stderr, "cannot start the master\n");
         return 1;
     }
-    char port_s[16], world_s[16], idx_s[NPEERS][16];
+    char port_s[16], world_s[16], idx_s[NPEERS][16], log_path[NPEERS][256];
+    bool late = strcmp(mode, "late-kill") == 0;
+    const char *tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+    for (int i = 0; i < world; i++)
+        snprintf(log_path[i], sizeof log_path[i], "%s/stream_late_kill_%d_%d.log", tmp, (int) getpid(), i);
     snprintf(port_s, sizeof port_s, "%d", port);
     snprintf(world_s, sizeof world_s, "%d", world);
     for (int i = 0; i < world; i++) {
         snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
         char *args[] = {(char *) self, "peer", port_s, idx_s[i], world_s, (char *) mode, NULL};
+        if (late) h_stderr_path = log_path[i]; /* the library's line on the failed op goes there */
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;
@@ -378,7 +613,7 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
             return 1;
         }
     }
-    bool kill_mode = strcmp(mode, "kill") == 0;
+    bool kill_mode = strstr(mode, "kill") != NULL;
     for (int i = 0; i < world; i++) {
         for (;;) {
             if (!h_read_line(&peers[i], line, sizeof line, 90000)) {
@@ -399,6 +634,7 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
             }
             if (strncmp(line, "FAIL", 4) == 0) failures++;
             if (strncmp(line, "progress", 8) == 0) continue;
+            if (strncmp(line, "opms ", 5) == 0) record_opms_line(line);
             if (strncmp(line, "hash ", 5) == 0) {
                 if (i == 0) snprintf(hash0, sizeof hash0, "%.60s", line + 5);
                 else if (strncmp(hash0, line + 5, 60) != 0) {
@@ -409,6 +645,10 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
         }
     }
     for (int i = 0; i < world; i++) h_wait(&peers[i], 20000);
+    for (int i = 0; late && i < world; i++) {
+        if (i < 2 && early_ranges(log_path[i], i) <= 0) failures++;
+        unlink(log_path[i]);
+    }
     h_kill(&master, 15);
     h_wait(&master, 5000);
     return failures;
@@ -429,8 +669,23 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a log file even if the watchdog kills us */
     bool quick = argc > 2 && strcmp(argv[2], "--quick") == 0;
     if (argc > 2 && strcmp(argv[2], "--bench") == 0) {
-        h_init(300);
-        return phase(argv[0], argv[1], "bench", 2) ? 1 : 0;
+        /* PCCL_BENCH_SETTINGS=N: the copies settings to time (default 2: default and whole). */
+        const char *ns = getenv("PCCL_BENCH_SETTINGS");
+        int nset = ns != NULL && atoi(ns) >= 2 && atoi(ns) <= OP_SETTINGS ? atoi(ns) : 2;
+        h_init(120 + 60 * nset);
+        int f = 0;
+        for (int i = 0; i < nset && f == 0; i++) {
+            use_setting(i);
+            f += phase(argv[0], argv[1], "bench", 2);
+        }
+        for (int round = 0; round < 2 && f == 0; round++) /* interleaved rounds */
+            for (int i = 0; i < nset && f == 0; i++) {
+                use_setting(i);
+                f += phase(argv[0], argv[1], "opbench", NPEERS);
+            }
+        use_setting(0);
+        print_opms_rows();
+        return f ? 1 : 0;
     }
     h_init(quick ? 400 : 240);
     int failures = phase(argv[0], argv[1], quick ? "10" : "100", NPEERS);
@@ -439,6 +694,10 @@ int main(int argc, char **argv) {
         failures += phase(argv[0], argv[1], "20", NPEERS);
         unsetenv("PCCL_STREAM_GATE");
         failures += phase(argv[0], argv[1], "kill", NPEERS);
+        failures += phase(argv[0], argv[1], "late-kill", NPEERS);
+        setenv("PCCL_STREAM_COPIES", "whole", 1); /* the previous behaviour still works */
+        failures += phase(argv[0], argv[1], "10", NPEERS);
+        unsetenv("PCCL_STREAM_COPIES");
     }
     printf("stream_allreduce_test: %d failures\n", failures);
     return failures ? 1 : 0;
