@@ -2,7 +2,9 @@
 # run_bench.sh [DIR] (packed into build/gpu by tools/gpu_pack.sh): torch.sum timings (when torch
 # is there), then cuda_bench, whose rows go to DIR/cuda_results.csv (default bench/out) under
 # the header name,value,unit,baseline,ratio, and as a table on stdout; then device- against
-# host-buffer all-reduce bus bandwidth (device_allreduce_test --bench).
+# host-buffer all-reduce bus bandwidth (device_allreduce_test --bench); then the stream-ordered
+# all-reduce (stream_allreduce_test --bench: a training-like step, and one op of 16 to 256 MiB
+# against the ring on host buffers, with overlapped and with whole copies; about 90 s).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-bench/out}
