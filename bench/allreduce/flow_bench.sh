@@ -6,15 +6,16 @@
 #   - flowcap: 4 hosts, 500 Mbit/s link, 100 Mbit/s per flow (htb + u32 hash, ns_flowcap), 25 ms
 #     one-way delay; FLOW_CAP_MIB (default 64) per op; goal pool N >= 0.9 x min(N x cap, link);
 #   - linkonly: the same without the per-flow caps (BBR); goal pool N >= 0.95 x pool 1;
-#   - cubic: 2 hosts, 500 Mbit/s, cubic instead of BBR (reno where the root namespace does not
-#     allow cubic in others: the row names the one used), one segment per skb so that the loss
-#     is per packet (ns_per_packet), 25 ms one-way and 0.1% loss, 16 MiB (FLOW_LOSS_PROFILES
-#     adds others, e.g. "50 0.01 4"); pools 1/4/8.
+#   - cubic: 2 hosts, 500 Mbit/s, cubic instead of BBR (ns_cc adds it to the root namespace's
+#     allowed list for the run and puts the old list back on exit), random loss per wire packet
+#     (nfq_delay), 25 ms one-way and 0.1% loss with 16 MiB ops (median of 3), 50 ms and 1% with
+#     one 8 MiB op (a single cubic flow carries ~0.2 MB/s there) (FLOW_LOSS_PROFILES); pools
+#     1/4/8.
 # Bus bandwidth = 2(N-1)/N x bytes / time (median of the op times). Needs root; prints a skip
 # line otherwise. CSV rows on stdout (medians over FLOW_ROUNDS interleaved rounds, default 2).
 # FLOW_CASES picks cases (default "flowcap linkonly cubic"). Raw TCP: k streams of 32 MiB each
-# (FLOW_TCP_MIB, default 32; flowcap, linkonly) or of the op's size (cubic), started together
-# (ns_tcp_n).
+# (FLOW_TCP_MIB, default 32; flowcap, linkonly) or the op's size split over the k streams
+# (cubic), started together (ns_tcp_n).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -23,7 +24,8 @@ master=$rf/ccoip/master/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$
 TCP_BENCH=$rf/bench/allreduce/tcp_bench NFQ_DELAY=$rf/bench/allreduce/nfq_delay
 . "$rf/bench/allreduce/netns_lib.sh"
 tmp=$(mktemp -d)
-trap 'ns_cleanup; rm -rf "$tmp"' EXIT INT TERM
+trap 'ns_cleanup; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
 bus() { awk -v n="$1" -v m="$2" -v us="$3" 'BEGIN { printf "%.2f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e6 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a/b; else print "nan" }'; }
 if [ "$(id -u)" != 0 ]; then
@@ -41,7 +43,7 @@ pools() {
     shift 5
     for pool in "$@"; do
         win=""; case $pool in *w*) win=${pool#*w};; esac
-        PCCL_STRIPE_WINDOW=$win "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
+        PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
             --pool "${pool%%w*}" --warmup "$warm" --iters "$iters" > "$tmp/p" || { echo "flow_bench: $name pool $pool failed" >&2; continue; }
         us=$(awk '$1=="busbw" {print $3}' "$tmp/p")
         [ -n "$us" ] && echo "$pool $(bus "$n" "$mib" "$us")" >> "$tmp/res_$name"
@@ -49,10 +51,16 @@ pools() {
 }
 
 # tcp_of NAME MIB STREAMS...: raw TCP h0 -> h1 with k parallel streams of MIB each -> "$tmp/tcp_NAME".
+# tcp_split NAME MIB STREAMS...: the same with MIB split over the k streams.
 tcp_of() {
     t_name=$1 t_mib=$2
     shift 2
     for k in "$@"; do echo "$k $(ns_tcp_n 0 1 "$t_mib" "$k")" >> "$tmp/tcp_$t_name"; done
+}
+tcp_split() {
+    t_name=$1 t_mib=$2
+    shift 2
+    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 $((t_mib / k)) "$k")" >> "$tmp/tcp_$t_name"; done
 }
 
 # rows NAME HOSTS MIB POOLS...: the medians over the rounds as CSV rows.
@@ -93,26 +101,23 @@ for c in $cases; do
         rows $c 4 "$mib" $fpools
         ns_cleanup ;;
     cubic)
-        # FLOW_LOSS_PROFILES: "DELAY_MS LOSS MIB" triples, comma-separated. 50 ms and 1% is not in
-        # the default: there pool 4's topology round (SYNs lost, retried after 1 s, 3 s, ...)
-        # outlasted ar_bench's wait for it.
-        profiles=${FLOW_LOSS_PROFILES:-25 0.001 16}
+        # FLOW_LOSS_PROFILES: "DELAY_MS LOSS MIB ITERS", comma-separated.
+        profiles=${FLOW_LOSS_PROFILES:-25 0.001 16 3,50 0.01 8 1}
         ifs=$IFS IFS=,
         for prof in $profiles; do
             IFS=$ifs
             set -- $prof
-            d=$1 loss=$2 mib=$3
-            if ! ns_setup 2 500 || ! alg=$(ns_cc cubic reno) || ! ns_per_packet || ! ns_impair "$d" "$loss"; then
-                name=cubic_${d}ms_loss$loss
-                echo "flow_bench: SKIPPED $name: cannot shape the namespaces" >&2
+            d=$1 loss=$2 mib=$3 iters=${4:-3}
+            name=cubic_${d}ms_loss$loss
+            if ! ns_setup 2 500 || ! ns_cc cubic || ! ns_impair "$d" "$loss"; then
+                echo "flow_bench: SKIPPED $name: cannot shape the namespaces or pick cubic" >&2
                 ns_cleanup
                 continue
             fi
-            name=${alg}_${d}ms_loss$loss
             r=0
             while [ $r -lt "$rounds" ]; do
-                tcp_of $name "$mib" 1 4 8
-                pools $name 2 "$mib" 0 3 1 4 8
+                tcp_split $name "$mib" 1 4 8
+                pools $name 2 "$mib" 0 "$iters" 1 4 8
                 r=$((r + 1))
             done
             rows $name 2 "$mib" 1 4 8

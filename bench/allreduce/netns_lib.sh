@@ -3,8 +3,9 @@
 # namespace. Shaping per /work/shared/NETWORK.md: tbf on each host's egress and on its switch
 # port (the host's ingress), burst = max(1 ms at the rate, 16000 bytes) with gso_max_size capped
 # at 0.9 x burst (smaller bursts make tbf split GSO batches in software and starve the CPU).
-# Optional per-host ingress delay (NFQUEUE + nfq_delay) and random loss (iptables statistic);
-# optional per-flow rate caps (ns_flowcap) and congestion control per host (ns_cc).
+# Optional per-host ingress delay and random loss per wire packet (NFQUEUE + nfq_delay);
+# optional per-flow rate caps (ns_flowcap) and congestion control per host (ns_cc). ns_cleanup
+# removes the namespaces and restores any root sysctl ns_cc changed: call it from an EXIT trap.
 
 NS_PREFIX=${NS_PREFIX:-arb$$}
 NS_HOSTS=""
@@ -44,23 +45,19 @@ ns_setup() {
     return 0
 }
 
-# ns_impair DELAY_MS LOSS: on every host's ingress, hold each packet DELAY_MS (nfq_delay on
-# NFQUEUE i) and drop a fraction LOSS (e.g. 0.001) at random.
+# ns_impair DELAY_MS LOSS: on every host's ingress, one delay line (nfq_delay on NFQUEUE i)
+# holds each packet DELAY_MS and drops a fraction LOSS (e.g. 0.001) of the packets at random,
+# each wire packet on its own (nfq_delay.c: the kernel splits GSO batches for the queue).
 ns_impair() {
     delay=$1 loss=$2 i=0
+    [ "$delay" = 0 ] && [ "$loss" = 0 ] && return 0
     for h in $NS_HOSTS; do
         case $h in *sw) continue;; esac
-        if [ "$loss" != 0 ]; then
-            ip netns exec "$h" iptables -t raw -A PREROUTING -i eth0 -m statistic --mode random \
-                --probability "$loss" -j DROP || return 1
-        fi
-        if [ "$delay" != 0 ]; then
-            ip netns exec "$h" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num $i || return 1
-            # Real-time priority: on a loaded box a late wake-up of the delay line adds queueing
-            # delay that a real path would not have (the more packets, the more it adds).
-            ip netns exec "$h" $NS_RT "$NFQ_DELAY" $i "$delay" 2>>"${NS_LOG:-/dev/null}" &
-            NS_DELAY_PIDS="$NS_DELAY_PIDS $!"
-        fi
+        ip netns exec "$h" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num $i || return 1
+        # Real-time priority: on a loaded box a late wake-up of the delay line adds queueing
+        # delay that a real path would not have (the more packets, the more it adds).
+        ip netns exec "$h" $NS_RT "$NFQ_DELAY" $i "$delay" "$loss" 2>>"${NS_LOG:-/dev/null}" &
+        NS_DELAY_PIDS="$NS_DELAY_PIDS $!"
         i=$((i + 1))
     done
     sleep 0.3
@@ -102,42 +99,39 @@ ns_flowcap() {
     done
 }
 
-# ns_per_packet: one TCP segment per skb on the hosts (gso_max_segs 1, tcp_min_tso_segs 1), so
-# that ns_impair's loss (iptables statistic drops skbs) is a loss rate per packet. With GSO an
-# skb carries up to ~40 segments: a large flow's effective loss is then far lower than a small
-# flow's (smaller skbs at its lower pacing rate), which punishes exactly the extra streams.
-# Costs a packet's work per segment: for the slow, lossy profiles only.
-ns_per_packet() {
+# ns_cc ALG: the hosts' congestion control (e.g. cubic instead of the machine's BBR). A namespace
+# may only pick from the root namespace's tcp_allowed_congestion_control (here "reno bbr"; cubic
+# is loaded but not allowed), so ALG is added to that list for the run; ns_cleanup restores the
+# old list. Fails when ALG is not available.
+NS_CC_OLD=""
+ns_cc() {
+    ns_allowed=/proc/sys/net/ipv4/tcp_allowed_congestion_control
+    ns_cur=$(cat $ns_allowed) || return 1
+    case " $ns_cur " in
+    *" $1 "*) ;;
+    *)
+        [ -n "$NS_CC_OLD" ] || NS_CC_OLD=$ns_cur
+        echo "$ns_cur $1" > $ns_allowed 2>/dev/null || return 1 ;;
+    esac
     for ns_h in $NS_HOSTS; do
         case $ns_h in *sw) continue;; esac
-        ip -n "$ns_h" link set eth0 gso_max_segs 1 || return 1
-        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_min_tso_segs=1 || return 1
+        ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$1" || return 1
     done
-}
-
-# ns_cc ALG [FALLBACK]: the hosts' congestion control (e.g. cubic instead of the machine's BBR);
-# prints the one set. A namespace may only pick from the root namespace's
-# tcp_allowed_congestion_control (here "reno bbr": cubic is loaded but not allowed), so FALLBACK
-# (e.g. reno, loss-based too) is taken when ALG is refused.
-ns_cc() {
-    for ns_alg in "$1" ${2:-}; do
-        ns_ok=1
-        for ns_h in $NS_HOSTS; do
-            case $ns_h in *sw) continue;; esac
-            ip netns exec "$ns_h" sysctl -qw net.ipv4.tcp_congestion_control="$ns_alg" 2>/dev/null || { ns_ok=0; break; }
-        done
-        [ $ns_ok = 1 ] && { echo "$ns_alg"; return 0; }
-    done
-    return 1
 }
 
 ns_cleanup() {
     for p in $NS_DELAY_PIDS; do kill "$p" 2>/dev/null; done
+    for p in $NS_DELAY_PIDS; do wait "$p" 2>/dev/null; done
+    NS_DELAY_PIDS=""
     for h in $NS_HOSTS; do
         ip netns pids "$h" 2>/dev/null | while read -r p; do kill -9 "$p" 2>/dev/null; done
         ip netns del "$h" 2>/dev/null
     done
     NS_HOSTS=""
+    if [ -n "$NS_CC_OLD" ]; then
+        echo "$NS_CC_OLD" > /proc/sys/net/ipv4/tcp_allowed_congestion_control
+        NS_CC_OLD=""
+    fi
 }
 
 # ns_tcp FROM TO MIB: raw single-stream TCP goodput (MB/s) from host FROM to host TO.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # wan_bench.sh (issue 6): 4 hosts in network namespaces, 500 Mbit/s each (tbf), 25 ms one-way
-# delay and 0.1% random loss on every host's ingress (NFQUEUE + nfq_delay, iptables statistic).
+# delay and 0.1% random loss per wire packet on every host's ingress (NFQUEUE + nfq_delay).
 #   - a 256 MiB float32 all-reduce cut into 16 all-reduces run by pcclAllReduceMultipleWithRetry
 #     over a connection pool of 1, 2, 4 and 8 streams per neighbour (each 16 MiB op striped over
 #     the pool, docs/allreduce.md), against raw single-stream TCP goodput and gloo's all-reduce on
@@ -9,13 +9,13 @@
 #     float32 bus bandwidth.
 # The cases where each flow is limited on its own (per-flow caps, cubic under loss) are in
 # flow_bench.sh. Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB
-# overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a
-# token PwW: pool P with PCCL_STRIPE_WINDOW=W, the striped ring's window), WAN_ROUNDS (default 1) runs that
-# many interleaved rounds (odd rounds in reverse pool order) and reports each pool's median;
-# WAN_LOSS (default 0.001) the loss; WAN_PER_PACKET=1 makes it a loss per packet (ns_per_packet;
-# by default iptables drops whole GSO skbs, and a slower flow's skbs are smaller, so N streams
-# lose more per byte than 1); WAN_ONLY_POOLS=1 skips gloo, the sndbuf row and the
-# quantized run.
+# overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a token PwW: pool P with
+# PCCL_STRIPE_WINDOW=W, the striped ring's window), WAN_ROUNDS (default 1) runs that many
+# interleaved rounds (odd rounds in reverse pool order) and reports each pool's median; each
+# round also measures raw TCP h0 -> h1 with 1 and with P parallel streams (the op's bytes split
+# over them, started together). WAN_LOSS (default 0.001) the loss per packet, WAN_DELAY_MS
+# (default 25) the one-way delay, WAN_CC (default: the machine's, BBR here) the hosts'
+# congestion control; WAN_ONLY_POOLS=1 skips gloo, the sndbuf row and the quantized run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -25,25 +25,27 @@ TCP_BENCH=$rf/bench/allreduce/tcp_bench GLOO_BENCH=$rf/bench/allreduce/gloo_benc
 NFQ_DELAY=$rf/bench/allreduce/nfq_delay
 . "$rf/bench/allreduce/netns_lib.sh"
 tmp=$(mktemp -d)
-trap 'ns_cleanup; rm -rf "$tmp"' EXIT INT TERM
+trap 'ns_cleanup; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
 n=4 mib=${WAN_SIZE_MIB:-256}
 bus() { awk -v n=$n -v m="$1" -v us="$2" 'BEGIN { printf "%.2f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e6 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a/b; else print "nan" }'; }
 
-if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || { [ "${WAN_PER_PACKET:-0}" = 1 ] && ! ns_per_packet; } ||
-    ! ns_impair 25 "${WAN_LOSS:-0.001}"; then
-    echo "wan_bench: SKIPPED: cannot create shaped network namespaces (needs root, iproute2, iptables NFQUEUE)" >&2
+loss=${WAN_LOSS:-0.001} delay=${WAN_DELAY_MS:-25} cc=${WAN_CC:-}
+if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || { [ -n "$cc" ] && ! ns_cc "$cc"; } || ! ns_impair "$delay" "$loss"; then
+    echo "wan_bench: SKIPPED: cannot create shaped network namespaces (needs root, iproute2, iptables NFQUEUE${cc:+, $cc})" >&2
     exit 0
 fi
+cc=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
 only=${WAN_ONLY_POOLS:-0} pools=${WAN_POOLS:-1 2 4 8} rounds=${WAN_ROUNDS:-1}
-tcp=$(ns_tcp 0 1 256)
-echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, 25 ms, ${WAN_LOSS:-0.001} loss: $tcp MB/s" >&2
+tcp=$(ns_tcp 0 1 "$mib")
+echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, $delay ms, $loss loss per packet, $cc: $tcp MB/s" >&2
 # The same with the send buffer libpccl's data links set (SO_SNDBUF = net.core.wmem_max): the
 # fairer baseline for what one stream can carry here.
 wmax=$(cat /proc/sys/net/core/wmem_max 2>/dev/null || echo 0)
 tcp_sb=$tcp gb=""
 if [ "$only" != 1 ]; then
-    tcp_sb=$(TCP_BENCH_SNDBUF=$wmax ns_tcp 0 1 256)
+    tcp_sb=$(TCP_BENCH_SNDBUF=$wmax ns_tcp 0 1 "$mib")
     echo "allreduce_wan/raw_tcp_sndbuf_vs_raw_tcp,$tcp_sb,MB/s,$tcp,$(ratio "$tcp_sb" "$tcp")"
     ns_gloo $n "$mib" 1 > "$tmp/gloo"
     g=$(awk '$1=="gloo" {print $3}' "$tmp/gloo")
@@ -54,12 +56,14 @@ if [ "$only" != 1 ]; then
 fi
 # Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
 rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
+streams=$(echo $pools | tr ' ' '\n' | sed 's/w.*//' | sort -nu)
 r=0
 while [ $r -lt "$rounds" ]; do
     order=$pools; [ $((r % 2)) = 1 ] && order=$rev
+    for k in $streams; do echo "$(ns_tcp_n 0 1 $((mib / k)) "$k")" >> "$tmp/tcp$k"; done
     for pool in $order; do
         win=""; case $pool in *w*) win=${pool#*w};; esac
-        PCCL_STRIPE_WINDOW=$win "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
+        PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
             --parts 16 --inflight $((${pool%%w*} * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
@@ -69,11 +73,20 @@ while [ $r -lt "$rounds" ]; do
     r=$((r + 1))
 done
 median() { [ -s "$1" ] && sort -n "$1" | awk 'NF { v[n++] = $1 } END { if (n) printf "%.2f", n % 2 ? v[(n-1)/2] : (v[n/2-1] + v[n/2]) / 2 }'; }
+echo "wan_bench: raw TCP, $mib MiB over k streams, per round: $(for k in $streams; do echo "k=$k:" $(cat "$tmp/tcp$k"); done)" >&2
+t1=$(median "$tmp/tcp1")
+for k in $streams; do
+    tk=$(median "$tmp/tcp$k")
+    [ "$k" != 1 ] && [ -n "$tk" ] && [ -n "$t1" ] &&
+        echo "allreduce_wan/${cc}_raw_tcp_${k}_streams_vs_1_stream,$tk,MB/s,$t1,$(ratio "$tk" "$t1")"
+done
 p1=""
 for pool in $pools; do
     pb=$(median "$tmp/bus$pool") || continue
     [ -n "$pb" ] || continue
+    tk=$(median "$tmp/tcp${pool%%w*}")
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
+    [ -n "$tk" ] && echo "allreduce_wan/${cc}_n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_${pool%%w*}_streams,$pb,MB/s,$tk,$(ratio "$pb" "$tk")"
     [ "$only" != 1 ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
     [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
     [ $pool = 1 ] && p1=$pb
