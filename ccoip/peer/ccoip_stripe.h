@@ -26,8 +26,10 @@
 
 /* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,
  * "WAN: concurrent streams"): with 100 Mbit/s per flow on a 500 Mbit/s link, pool 4 carried 3.8 x
- * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; pool 8 fell
- * to 0.74 x pool 1 there on the 2-core machine. */
+ * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; cubic under
+ * random loss per packet (25 ms / 0.1 %, 50 ms / 1 %) 3.3-3.8 x pool 1; BBR under 0.1 % loss
+ * 0.93-1.03 x pool 1. Pool 8 carried 5 x pool 1 under cubic loss but fell to 0.74-0.82 x pool 1
+ * with BBR on 4 hosts of the 2-core machine (CPU), so 4. */
 #define CCOIP_DEFAULT_POOL 4u
 
 typedef struct ccoip_stripe_t {
@@ -46,10 +48,10 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
 
 /* The ring's window (sub-chunks in flight per direction) for an op over `width` streams: four
  * frames per stream (at least the ring's default 8), so that a stream in loss recovery holds the
- * others less soon. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss, pool 4; 11 runs each over
- * 3 sessions of interleaved rounds): median 44.1 MB/s at 2 per stream, 45.7 at 4 (pool 1: 50.7);
- * within one session the two read 0.85 / 0.97 and 0.91 / 0.91 x pool 1: a small gain, noisy. The
- * per-flow-capped path read alike (45.0 / 44.9 MB/s), as did 2 hosts link-only earlier. */
+ * others less soon. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss per skb, pool 4; 11 runs
+ * each over 3 sessions of interleaved rounds): median 44.1 MB/s at 2 per stream, 45.7 at 4 (pool
+ * 1: 50.7): a small gain, noisy. The per-flow-capped path read alike (45.0 / 44.9 MB/s). With
+ * loss per packet, 8 per stream was worse (3 rounds: 26.1-36.2 MB/s against 38.0-39.0 at 4). */
 uint32_t ccoip_stripe_window(uint32_t width);
 
 #endif /* CCOIP_STRIPE_H */
