@@ -55,12 +55,12 @@ pools() {
 tcp_of() {
     t_name=$1 t_mib=$2
     shift 2
-    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 "$t_mib" "$k")" >> "$tmp/tcp_$t_name"; done
+    for k in "$@"; do t=$(ns_tcp_n 0 1 "$t_mib" "$k") && [ -n "$t" ] && echo "$k $t" >> "$tmp/tcp_$t_name"; done
 }
 tcp_split() {
     t_name=$1 t_mib=$2
     shift 2
-    for k in "$@"; do echo "$k $(ns_tcp_n 0 1 $((t_mib / k)) "$k")" >> "$tmp/tcp_$t_name"; done
+    for k in "$@"; do t=$(ns_tcp_n 0 1 $((t_mib / k)) "$k") && [ -n "$t" ] && echo "$k $t" >> "$tmp/tcp_$t_name"; done
 }
 
 # rows NAME HOSTS MIB POOLS...: the medians over the rounds as CSV rows.

@@ -147,7 +147,8 @@ ns_tcp() {
 }
 
 # ns_tcp_n FROM TO MIB N: N parallel raw TCP streams from FROM to TO, MIB MiB each, started
-# together -> their aggregate goodput (MB/s: all bytes over the time until the last finished).
+# together -> their aggregate goodput (MB/s: all bytes over the time until the last finished);
+# nothing when a stream failed.
 ns_tcp_n() {
     k=0 ports="" spids="" cpids=""
     while [ $k -lt "$4" ]; do
@@ -165,10 +166,12 @@ ns_tcp_n() {
         ip netns exec "$(ns_name $1)" "$TCP_BENCH" client "10.77.0.$(($2 + 1))" "$port" "$3" > /dev/null &
         cpids="$cpids $!"
     done
-    wait $cpids
+    ok=1
+    for p in $cpids; do wait "$p" || ok=0; done
     t1=$(date +%s.%N)
     wait $spids
-    awk -v n="$4" -v m="$3" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", n*m*1.048576/(b-a) }'
+    # Nothing when a stream failed: callers take medians over what was measured.
+    [ $ok = 1 ] && awk -v n="$4" -v m="$3" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", n*m*1.048576/(b-a) }'
 }
 
 # ns_gloo N SIZES ITERS: gloo ranks on hosts 0..N-1 -> rank 0's lines "gloo SIZE MEDIAN_US MIN_US"
