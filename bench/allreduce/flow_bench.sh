@@ -43,7 +43,7 @@ pools() {
     shift 5
     for pool in "$@"; do
         win=""; case $pool in *w*) win=${pool#*w};; esac
-        PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
+        ns_fg env PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers "$n" --netns "$(ns_list "$n")" --ip 10.77.0. --sizes "$mib" \
             --pool "${pool%%w*}" --warmup "$warm" --iters "$iters" > "$tmp/p" || { echo "flow_bench: $name pool $pool failed" >&2; continue; }
         us=$(awk '$1=="busbw" {print $3}' "$tmp/p")
         [ -n "$us" ] && echo "$pool $(bus "$n" "$mib" "$us")" >> "$tmp/res_$name"
@@ -51,16 +51,17 @@ pools() {
 }
 
 # tcp_of NAME MIB STREAMS...: raw TCP h0 -> h1 with k parallel streams of MIB each -> "$tmp/tcp_NAME".
-# tcp_split NAME MIB STREAMS...: the same with MIB split over the k streams.
+# tcp_split NAME MIB STREAMS...: the same with MIB split over the k streams. Both through ns_fg:
+# a TERM then ends the bench at once, not after the transfer.
 tcp_of() {
     t_name=$1 t_mib=$2
     shift 2
-    for k in "$@"; do t=$(ns_tcp_n 0 1 "$t_mib" "$k") && [ -n "$t" ] && echo "$k $t" >> "$tmp/tcp_$t_name"; done
+    for k in "$@"; do ns_fg ns_tcp_n 0 1 "$t_mib" "$k" > "$tmp/t" && [ -s "$tmp/t" ] && echo "$k $(cat "$tmp/t")" >> "$tmp/tcp_$t_name"; done
 }
 tcp_split() {
     t_name=$1 t_mib=$2
     shift 2
-    for k in "$@"; do t=$(ns_tcp_n 0 1 $((t_mib / k)) "$k") && [ -n "$t" ] && echo "$k $t" >> "$tmp/tcp_$t_name"; done
+    for k in "$@"; do ns_fg ns_tcp_n 0 1 $((t_mib / k)) "$k" > "$tmp/t" && [ -s "$tmp/t" ] && echo "$k $(cat "$tmp/t")" >> "$tmp/tcp_$t_name"; done
 }
 
 # rows NAME HOSTS MIB POOLS...: the medians over the rounds as CSV rows.

@@ -119,7 +119,21 @@ ns_cc() {
     done
 }
 
+# ns_fg CMD...: runs CMD in the background and waits for it. A shell runs a trap only once its
+# foreground command has ended (an ar_bench run: minutes), but interrupts a wait: so a TERM or
+# INT reaches the bench's trap, and ns_cleanup, at once.
+NS_FG=""
+ns_fg() {
+    "$@" &
+    NS_FG=$!
+    wait $NS_FG
+    ns_rc=$?
+    NS_FG=""
+    return $ns_rc
+}
+
 ns_cleanup() {
+    [ -n "$NS_FG" ] && kill "$NS_FG" 2>/dev/null
     for p in $NS_DELAY_PIDS; do kill "$p" 2>/dev/null; done
     for p in $NS_DELAY_PIDS; do wait "$p" 2>/dev/null; done
     NS_DELAY_PIDS=""

@@ -38,7 +38,8 @@ if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || { [ -n "$cc" ] && ! ns_cc "$cc"; 
 fi
 cc=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
 only=${WAN_ONLY_POOLS:-0} pools=${WAN_POOLS:-1 2 4 8} rounds=${WAN_ROUNDS:-1}
-tcp=$(ns_tcp 0 1 "$mib")
+ns_fg ns_tcp 0 1 "$mib" > "$tmp/t"
+tcp=$(cat "$tmp/t")
 echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, $delay ms, $loss loss per packet, $cc: $tcp MB/s" >&2
 # The same with the send buffer libpccl's data links set (SO_SNDBUF = net.core.wmem_max): the
 # fairer baseline for what one stream can carry here.
@@ -60,10 +61,11 @@ streams=$(echo $pools | tr ' ' '\n' | sed 's/w.*//' | sort -nu)
 r=0
 while [ $r -lt "$rounds" ]; do
     order=$pools; [ $((r % 2)) = 1 ] && order=$rev
-    for k in $streams; do echo "$(ns_tcp_n 0 1 $((mib / k)) "$k")" >> "$tmp/tcp$k"; done
+    # Through ns_fg: a TERM then ends the bench at once, not after the transfer.
+    for k in $streams; do ns_fg ns_tcp_n 0 1 $((mib / k)) "$k" > "$tmp/t" && cat "$tmp/t" >> "$tmp/tcp$k" && echo >> "$tmp/tcp$k"; done
     for pool in $order; do
         win=""; case $pool in *w*) win=${pool#*w};; esac
-        PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
+        ns_fg env PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
             --parts 16 --inflight $((${pool%%w*} * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
