@@ -1,6 +1,7 @@
 #!/bin/sh
 # allreduce_bench.sh: pcclAllReduce on loopback (2 and 4 peers, float32 Sum, 1 to 256 MiB)
-# against torch.distributed gloo and a raw TCP ring measured in the same run, in interleaved
+# against torch.distributed gloo, a raw TCP ring and a minimal ring all-reduce without the library
+# (tcp_bench allreduce: the headroom) measured in the same run, in interleaved
 # rounds: bus bandwidth against gloo's and against the raw ring's per-stream goodput (N processes
 # each sending to the next while receiving from the previous: the two-way limit for 2 peers);
 # CPU seconds per GB reduced (user + system time of every peer process, all threads, getrusage)
@@ -57,6 +58,23 @@ has1=$(echo "$sizes" | tr ',' '\n' | awk '$1 == 1 {print "y"}')
 run_ring() { # N: n processes in a ring, each stream running while every other one does
     mib=$([ "$1" = 2 ] && echo 1024 || echo 512)
     "$tcp" ring "$1" $mib | awk -v m=$mib '{print $2, $3, m}' >> "$tmp/ring$1"
+    # The same from and into 256 MiB buffers, mostly out of cache like an all-reduce's.
+    TCP_BENCH_SPAN_MIB=256 "$tcp" ring "$1" $mib | awk -v m=$mib '{print $2, $3, m}' >> "$tmp/ringcold$1"
+}
+# The headroom: tcp_bench's minimal ring all-reduce (no library; one poll() thread, or a send
+# thread and a receive+reduce thread) of each size > 1 MiB, in frames of AR_BENCH_MINIMAL_KIB
+# (default 1024; a comma list tries several).
+frames_kib=${AR_BENCH_MINIMAL_KIB:-1024}
+run_minimal() { # N -> lines "minimal THREADS FRAME_KIB MIB TIME_US BUSBW CPU_US"
+    for kib in $(echo "$frames_kib" | tr ',' ' '); do
+        for mib in $(echo "$big" | tr ',' ' '); do
+            for t in 1 2; do
+                TCP_BENCH_FRAME_KIB=$kib "$tcp" allreduce "$1" "$mib" $t |
+                    awk -v t=$t -v k=$kib '$1 == "allreduce" {print "minimal", t, k, $2, $3, $4, $5}' >> "$tmp/minimal$1" ||
+                    echo "allreduce: tcp_bench allreduce $1 $mib $t failed" >&2
+            done
+        done
+    done
 }
 run_pccl() { # N
     { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50
@@ -73,8 +91,8 @@ run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
 # was measured to fare differently on this machine).
 round=1
 while [ "$round" -le "$rounds" ]; do
-    order="ring pccl gloo_all"
-    [ $((round % 2)) = 0 ] && order="gloo_all pccl ring"
+    order="ring minimal pccl gloo_all"
+    [ $((round % 2)) = 0 ] && order="gloo_all pccl minimal ring"
     for n in 2 4; do
         echo "allreduce: round $round/$rounds, $n peers: $order" >&2
         for who in $order; do "run_$who" $n; done
@@ -89,6 +107,11 @@ for n in 2 4; do
     ring_cpu_gb=$(awk -v n=$n '{print $2*1e-6/(n*$3*1048576/1e9)*2*(n-1)}' "$tmp/ring$n" | median |
         awk '{printf "%.4f", $1}')
     echo "allreduce: $n peers, raw TCP ring ${ring_gbs} GB/s per stream, ${ring_cpu_gb} CPU s per GB reduced" >&2
+    cold_gbs=$(awk '{print $1}' "$tmp/ringcold$n" | median | awk '{printf "%.3f", $1/1000}')
+    cold_cpu_gb=$(awk -v n=$n '{print $2*1e-6/(n*$3*1048576/1e9)*2*(n-1)}' "$tmp/ringcold$n" | median |
+        awk '{printf "%.4f", $1}')
+    echo "allreduce_lo/n${n}_tcp_ring_cold_vs_hot,$cold_gbs,GB/s,$ring_gbs,$(ratio "$cold_gbs" "$ring_gbs")"
+    echo "allreduce_cpu/n${n}_tcp_ring_cold_s_per_GB_vs_hot,$cold_cpu_gb,s/GB,$ring_cpu_gb,$(ratio "$cold_cpu_gb" "$ring_cpu_gb")"
     for mib in $(echo "$sizes" | tr ',' ' '); do
         p=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pccl$n" | median)
         pc=$(awk -v m=$mib '$1=="busbw" && $2==m {print $5}' "$tmp/pccl$n" | median)
@@ -104,6 +127,24 @@ for n in 2 4; do
         if [ $mib = 256 ]; then
             echo "allreduce_lo/n${n}_256MiB_gloo_busbw_vs_tcp_ring,$gb,GB/s,$ring_gbs,$(ratio "$gb" "$ring_gbs")"
         fi
+        # The minimal ring (tcp_bench allreduce): against both limits, gloo, and PCCL against it.
+        best=0
+        for kib in $(echo "$frames_kib" | tr ',' ' '); do
+            for t in 1 2; do
+                mu=$(awk -v m=$mib -v t=$t -v k=$kib '$1=="minimal" && $2==t && $3==k && $4==m {print $5}' "$tmp/minimal$n" 2>/dev/null | median)
+                mc=$(awk -v m=$mib -v t=$t -v k=$kib '$1=="minimal" && $2==t && $3==k && $4==m {print $7}' "$tmp/minimal$n" 2>/dev/null | median)
+                [ "$mu" != 0 ] || continue
+                tag=minimal_ring_t$t; [ "$kib" = 1024 ] || tag=${tag}_f${kib}K
+                mb=$(busbw $n $mib "$mu") mcg=$(cpu_gb $mib "$mc")
+                awk -v a="$mb" -v b="$best" 'BEGIN { exit !(a > b) }' && best=$mb
+                echo "allreduce_lo/n${n}_${mib}MiB_${tag}_vs_tcp_ring,$mb,GB/s,$ring_gbs,$(ratio "$mb" "$ring_gbs")"
+                echo "allreduce_lo/n${n}_${mib}MiB_${tag}_vs_tcp_ring_cold,$mb,GB/s,$cold_gbs,$(ratio "$mb" "$cold_gbs")"
+                echo "allreduce_lo/n${n}_${mib}MiB_${tag}_vs_gloo,$mb,GB/s,$gb,$(ratio "$mb" "$gb")"
+                echo "allreduce_cpu/n${n}_${mib}MiB_${tag}_s_per_GB_vs_gloo,$mcg,s/GB,$(cpu_gb $mib "$gc"),$(ratio "$mcg" "$(cpu_gb $mib "$gc")")"
+                echo "allreduce_cpu/n${n}_${mib}MiB_${tag}_s_per_GB_vs_pccl,$mcg,s/GB,$(cpu_gb $mib "$pc"),$(ratio "$mcg" "$(cpu_gb $mib "$pc")")"
+            done
+        done
+        [ "$best" != 0 ] && echo "allreduce_lo/n${n}_${mib}MiB_busbw_vs_minimal_ring,$pb,GB/s,$best,$(ratio "$pb" "$best")"
         pcg=$(cpu_gb $mib "$pc") gcg=$(cpu_gb $mib "$gc")
         echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_vs_gloo,$pcg,s/GB,$gcg,$(ratio "$pcg" "$gcg")"
         if [ $mib = 256 ]; then
