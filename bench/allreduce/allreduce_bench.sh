@@ -76,9 +76,12 @@ run_minimal() { # N -> lines "minimal THREADS FRAME_KIB MIB TIME_US BUSBW CPU_US
         done
     done
 }
+# AR_BENCH_POOL: PCCL's connection pool (default 0: the library's default, 4, what a user gets;
+# runs before session 6 used 1).
+pool=${AR_BENCH_POOL:-0}
 run_pccl() { # N
-    { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50
-      [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5; } >> "$tmp/pccl$1"
+    { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
+      [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5 --pool "$pool"; } >> "$tmp/pccl$1"
 }
 run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
     { [ "$has1" ] && run_gloo "$1" 1 50

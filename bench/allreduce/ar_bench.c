@@ -4,7 +4,8 @@
  *     (MEDIAN_US, MIN_US: the slowest peer's; CPU_US: the sum over the peers of each one's median
  *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches)
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
- * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P  --quant
+ * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P (0, the default: the
+ *          library's default pool, what a user gets)  --quant
  *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops)
  *          --netns NS0,NS1,..  (peer i runs in namespace i, the master in NS0)  --ip A.B.C.  (peer
  *          i's address is A.B.C.(i+1); default: everything on 127.0.0.1)  --trials T --mib M
@@ -29,7 +30,7 @@ static struct {
     int nnetns, peers, warmup, iters, pool, quant, trials, parts, inflight;
     double sizes[16], mib;
     int nsizes;
-} o = {.peers = 2, .warmup = 1, .iters = 5, .pool = 1, .trials = 20, .mib = 16};
+} o = {.peers = 2, .warmup = 1, .iters = 5, .pool = 0, .trials = 20, .mib = 16};
 
 static h_proc_t master, peer[MAXP];
 static int npeers, port;

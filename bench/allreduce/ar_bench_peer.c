@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: ar_bench_peer MASTER_IP:PORT [POOL_SIZE]\n");
         return 2;
     }
-    params.p2p_connection_pool_size = argc > 2 ? (uint32_t) atoi(argv[2]) : 1;
+    params.p2p_connection_pool_size = argc > 2 ? (uint32_t) atoi(argv[2]) : 0; /* 0: the library's default */
     if (pcclInit() != pcclSuccess) return 1;
     pcclComm_t *comm;
     if (pcclCreateCommunicator(&params, &comm) != pcclSuccess) return 1;
