@@ -117,12 +117,20 @@ static size_t order_pos(const ccoip_gate_t *g, uint32_t first, size_t off) {
 
 static uint32_t in_first(const ccoip_gate_t *g) { return (g->rank + g->world - 1) % g->world; }
 
+/* One copy of bytes [off, off+len) between the device buffer and the block, on the stream. */
+static cuda_status_t copy_segment(ccoip_gate_t *g, void *stream, bool input, const char *dev_in, char *dev_out,
+                                  size_t off, size_t len) {
+    const cuda_table_t *cu = g->set->cu;
+    char *host = g->host;
+    return input ? cu->memcpy_d2h_async(host + off, dev_in + off, len, stream)
+                 : cu->memcpy_h2d_async(dev_out + off, host + off, len, stream);
+}
+
 /* Queues one direction of the plan: device->host pieces each followed by its event (input), or
  * host->device ranges each behind its wait (output). Adjacent segments of a part go as one copy. */
 static cuda_status_t queue_side(ccoip_gate_t *g, void *stream, bool input, const char *dev_in, char *dev_out) {
     const cuda_table_t *cu = g->set->cu;
     uint32_t n = g->world, first = input ? in_first(g) : g->rank;
-    char *host = g->host;
     size_t pos = 0, pend_off = 0, pend_len = 0;
     cuda_status_t st = CUDA_OK;
     for (uint32_t k = 0; k < n && st == CUDA_OK; k++) {
@@ -140,16 +148,14 @@ static cuda_status_t queue_side(ccoip_gate_t *g, void *stream, bool input, const
                 pend_len += take;
             } else {
                 if (pend_len > 0 && st == CUDA_OK)
-                    st = input ? cu->memcpy_d2h_async(host + pend_off, dev_in + pend_off, pend_len, stream)
-                               : cu->memcpy_h2d_async(dev_out + pend_off, host + pend_off, pend_len, stream);
+                    st = copy_segment(g, stream, input, dev_in, dev_out, pend_off, pend_len);
                 pend_off = o;
                 pend_len = take;
             }
             at += take;
             pos += take;
             if (st == CUDA_OK && (pos % g->part == 0 || pos == g->bytes)) {
-                st = input ? cu->memcpy_d2h_async(host + pend_off, dev_in + pend_off, pend_len, stream)
-                           : cu->memcpy_h2d_async(dev_out + pend_off, host + pend_off, pend_len, stream);
+                st = copy_segment(g, stream, input, dev_in, dev_out, pend_off, pend_len);
                 pend_len = 0;
                 if (st == CUDA_OK && input) st = cu->event_record(g->event_piece[i], stream);
             }

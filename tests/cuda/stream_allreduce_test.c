@@ -210,6 +210,36 @@ static int peer_steps(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
     return failures;
 }
 
+/* A survivor's check after a peer died mid-op: the stream is released (within 60 s of t0), the
+ * handle reports a failure, and the snapshot a kernel took of recvbuf after the op is all 0xFF. */
+static int expect_marked(const cuda_table_t *cu, void *stream, pcclAsyncReduceOp_t *handle, const void *d_snap,
+                         size_t bytes, double t0) {
+    while (tk_stream_busy(stream) != 0) {
+        if (now_ms() - t0 > 60000) {
+            printf("FAIL the stream is still held 60 s after the peer died\n");
+            return 1;
+        }
+        usleep(1000);
+    }
+    double released = now_ms() - t0;
+    pcclResult_t r = pcclAwaitAsyncReduce(handle, NULL);
+    unsigned char *h = malloc(bytes);
+    if (h == NULL || cu->memcpy_d2h(h, d_snap, bytes, NULL) != CUDA_OK) {
+        printf("FAIL copy back\n");
+        free(h);
+        return 1;
+    }
+    size_t marked = 0;
+    for (size_t i = 0; i < bytes; i++) marked += h[i] == 0xff;
+    free(h);
+    printf("released after %.0f ms, handle says %s, %zu of %zu bytes marked\n", released, pcclResultString(r), marked,
+           bytes);
+    int failures = 0;
+    if (r == pcclSuccess) printf("FAIL the handle says pcclSuccess although a peer died\n"), failures++;
+    if (marked != bytes) printf("FAIL the kernel after the failed op did not see recvbuf marked\n"), failures++;
+    return failures;
+}
+
 static int peer_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
     size_t count = 16u << 20, bytes = count * 4;
     void *stream = NULL, *d_send = NULL, *d_recv = NULL, *d_snap = NULL;
@@ -233,32 +263,8 @@ static int peer_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
         usleep(20000);
         kill(getpid(), SIGKILL);
     }
-    double t0 = now_ms();
-    while (tk_stream_busy(stream) != 0) {
-        if (now_ms() - t0 > 60000) {
-            printf("FAIL the stream is still held 60 s after the peer died\n");
-            return 1;
-        }
-        usleep(1000);
-    }
-    double released = now_ms() - t0;
-    r = pcclAwaitAsyncReduce(&handle, NULL);
-    unsigned char *h = malloc(bytes);
-    int failures = 0;
-    if (h == NULL || cu->memcpy_d2h(h, d_snap, bytes, NULL) != CUDA_OK) {
-        printf("FAIL copy back\n");
-        return 1;
-    }
-    size_t marked = 0;
-    for (size_t i = 0; i < bytes; i++) marked += h[i] == 0xff;
-    printf("released after %.0f ms, handle says %s, %zu of %zu bytes marked\n", released, pcclResultString(r), marked,
-           bytes);
-    if (r == pcclSuccess) printf("FAIL the handle says pcclSuccess although a peer died\n"), failures++;
-    if (marked != bytes) printf("FAIL the kernel after the failed op did not see recvbuf marked\n"), failures++;
-    free(h);
-    return failures;
+    return expect_marked(cu, stream, &handle, d_snap, bytes, now_ms());
 }
-
 
 /* "late-kill" (the header's phase 3): a peer's side. */
 static int peer_late_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
@@ -299,29 +305,7 @@ static int peer_late_kill(const cuda_table_t *cu, pcclComm_t *comm, int p) {
         fflush(stdout);
         kill(getpid(), SIGKILL);
     }
-    while (tk_stream_busy(stream) != 0) {
-        if (now_ms() - t0 > 60000) {
-            printf("FAIL the stream is still held 60 s after the peer died\n");
-            return 1;
-        }
-        usleep(1000);
-    }
-    double released = now_ms() - t0;
-    r = pcclAwaitAsyncReduce(&handle, NULL);
-    unsigned char *h = malloc(bytes);
-    int failures = 0;
-    if (h == NULL || cu->memcpy_d2h(h, d_snap, bytes, NULL) != CUDA_OK) {
-        printf("FAIL copy back\n");
-        return 1;
-    }
-    size_t marked = 0;
-    for (size_t i = 0; i < bytes; i++) marked += h[i] == 0xff;
-    printf("released after %.0f ms, handle says %s, %zu of %zu bytes marked\n", released, pcclResultString(r),
-           marked, bytes);
-    if (r == pcclSuccess) printf("FAIL the handle says pcclSuccess although a peer died\n"), failures++;
-    if (marked != bytes) printf("FAIL the kernel after the failed op did not see recvbuf marked\n"), failures++;
-    free(h);
-    return failures;
+    return expect_marked(cu, stream, &handle, d_snap, bytes, t0);
 }
 
 /* ---- --bench: a training-like loop, blocking against stream-ordered ---------------------- */
