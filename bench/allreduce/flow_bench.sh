@@ -125,5 +125,44 @@ for c in $cases; do
             ns_cleanup
         done
         IFS=$ifs ;;
+    connect)
+        # FLOW_CONNECT_PROFILES: "DELAY_MS LOSS", comma-separated (BBR, loss per packet). A
+        # topology round (ar_bench rounds: pcclUpdateTopology on 4 hosts, every pool stream
+        # reconnected, and the first 4 KiB all-reduce after it), median of FLOW_CONNECT_ITERS,
+        # the pool's streams connected at once (the library's way) against one after another
+        # (PCCL_P2P_CONNECTS=1, the way before), same rounds.
+        profiles=${FLOW_CONNECT_PROFILES:-50 0.01,25 0.001}
+        ifs=$IFS IFS=,
+        for prof in $profiles; do
+            IFS=$ifs
+            set -- $prof
+            d=$1 loss=$2 name=connect_${1}ms_loss$2
+            if ! ns_setup 4 500 || ! ns_impair "$d" "$loss"; then
+                echo "flow_bench: SKIPPED $name: cannot shape the namespaces" >&2
+                ns_cleanup
+                continue
+            fi
+            r=0
+            while [ $r -lt "$rounds" ]; do
+                for pool in ${FLOW_CONNECT_POOLS:-1 4 8}; do
+                    for at in 1 0; do
+                        ns_fg env PCCL_P2P_CONNECTS=$at timeout 300 "$drv" "$master" "$peer" rounds --peers 4 --netns "$(ns_list 4)" \
+                            --ip 10.77.0. --pool "$pool" --iters "${FLOW_CONNECT_ITERS:-5}" > "$tmp/p" ||
+                            { echo "flow_bench: $name pool $pool connects $at failed" >&2; continue; }
+                        ms=$(awk '$1=="rounds" {print $2}' "$tmp/p")
+                        echo "flow_bench: $name round $r pool $pool $([ $at = 1 ] && echo serial || echo parallel): $(cat "$tmp/p") (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+                        [ -n "$ms" ] && echo "$pool $ms" >> "$tmp/$name.$at"
+                    done
+                done
+                r=$((r + 1))
+            done
+            for pool in ${FLOW_CONNECT_POOLS:-1 4 8}; do
+                ser=$(of "$tmp/$name.1" "$pool") par=$(of "$tmp/$name.0" "$pool")
+                [ -n "$ser" ] && [ -n "$par" ] &&
+                    echo "allreduce_flow/${name}_n4_pool${pool}_topology_round_ms_parallel_vs_serial_connects,$par,ms,$ser,$(ratio "$par" "$ser")"
+            done
+            ns_cleanup
+        done
+        IFS=$ifs ;;
     esac
 done
