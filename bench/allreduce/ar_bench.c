@@ -250,8 +250,10 @@ static int rounds(void) {
         bool ok = update_all();
         char cmd[96], line[256];
         snprintf(cmd, sizeof cmd, "bench %llu 1024 0 1 0", next_tag++);
-        for (int i = 0; ok && i < npeers; i++) h_send(&peer[i], cmd);
-        for (int i = 0; ok && i < npeers; i++) ok = read_word(&peer[i], "bench", line, sizeof line, 60000) && atoi(line + 6) == 0;
+        bool sent = ok; /* every answer is read, so that the next round reads its own */
+        for (int i = 0; sent && i < npeers; i++) h_send(&peer[i], cmd);
+        for (int i = 0; sent && i < npeers; i++)
+            ok = read_word(&peer[i], "bench", line, sizeof line, 60000) && atoi(line + 6) == 0 && ok;
         if (ok) t[n++] = now_us() - t0;
         else failed++;
     }

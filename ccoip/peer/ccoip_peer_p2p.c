@@ -115,9 +115,10 @@ static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
 
 /* The TX side of one topology round: the pool's streams to the next neighbour, connected by up
  * to CONNECTS_AT_ONCE short-lived threads, each taking the next stream until all are in or one
- * fails. Half the listener's per-address cap: the neighbour's slots of our last streams may still
- * be reading their P2P_BIND when the next arrive, and a connection over the cap is closed. Only the API
- * thread reads master mail (interrupted()); it tells the threads to stop through `cancel`. */
+ * fails. Half the listener's per-address cap: the neighbour's slots of our last streams may
+ * still be reading their P2P_BIND when the next arrive, and a connection over the cap is closed.
+ * Only the API thread reads master mail (interrupted()); it tells the threads to stop through
+ * `cancel`. */
 typedef struct tx_pool_t {
     pcclComm_t *comm;
     ccoip_socket_address_t addr;
@@ -207,8 +208,8 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
     t->streams = streams;
     t->deadline = deadline;
     for (uint32_t i = 0; i < streams; i++) t->fds[i] = -1;
-    /* PCCL_P2P_CONNECTS: streams connected at once (1: one after another, as before; 0: the default; for
-     * measuring the difference). */
+    /* PCCL_P2P_CONNECTS: streams connected at once (1: one after another, as before; 0: the
+     * default; for measuring the difference). */
     int64_t at_once = ccoip_env_num("PCCL_P2P_CONNECTS", CONNECTS_AT_ONCE);
     if (at_once < 1) at_once = CONNECTS_AT_ONCE;
     if (at_once > CONNECTS_AT_ONCE) at_once = CONNECTS_AT_ONCE;

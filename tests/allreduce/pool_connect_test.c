@@ -37,7 +37,8 @@ static void batch(ad_t *a, const char *what) {
 static void check_links(ad_t *a) {
     char line[64];
     ad_all(a, "links");
-    for (int i = 0; i < a->n; i++) CHECK(ad_read(&a->peers[i], "links", line, sizeof line, 60000) && strcmp(line, "links 8 8") == 0);
+    for (int i = 0; i < a->n; i++)
+        CHECK(ad_read(&a->peers[i], "links", line, sizeof line, 60000) && strcmp(line, "links 8 8") == 0);
 }
 
 /* Each peer's "res FDS THREADS" into fds/threads (by input index). */
