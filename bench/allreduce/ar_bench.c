@@ -4,6 +4,9 @@
  *     (MEDIAN_US, MIN_US: the slowest peer's; CPU_US: the sum over the peers of each one's median
  *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches)
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
+ *   ar_bench MASTER_BIN PEER_BIN rounds [options]   -> "rounds MEDIAN_MS MAX_MS FAILED" over --iters
+ *     topology rounds: pcclUpdateTopology on every peer (the pools reconnected) and the first 4 KiB
+ *     all-reduce after it, from the command to the last peer's answer
  * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P (0, the default: the
  *          library's default pool, what a user gets)  --quant
  *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops)
@@ -238,6 +241,28 @@ static int failure(void) {
     return 0;
 }
 
+/* Topology rounds once everyone joined: what a round costs on the path (pool connects included). */
+static int rounds(void) {
+    uint64_t t[1000];
+    int n = 0, failed = 0;
+    for (int r = 0; r < o.iters && r < 1000; r++) {
+        uint64_t t0 = now_us();
+        bool ok = update_all();
+        char cmd[96], line[256];
+        snprintf(cmd, sizeof cmd, "bench %llu 1024 0 1 0", next_tag++);
+        bool sent = ok; /* every answer is read, so that the next round reads its own */
+        for (int i = 0; sent && i < npeers; i++) h_send(&peer[i], cmd);
+        for (int i = 0; sent && i < npeers; i++)
+            ok = read_word(&peer[i], "bench", line, sizeof line, 60000) && atoi(line + 6) == 0 && ok;
+        if (ok) t[n++] = now_us() - t0;
+        else failed++;
+    }
+    if (n == 0) return 1;
+    qsort(t, (size_t) n, sizeof t[0], cmp_u64);
+    printf("rounds %.1f %.1f %d\n", (double) t[n / 2] / 1e3, (double) t[n - 1] / 1e3, failed);
+    return 0;
+}
+
 static void split(char *s, char **out, int *n, int max) {
     *n = 0;
     for (char *t = strtok(s, ","); t != NULL && *n < max; t = strtok(NULL, ",")) out[(*n)++] = t;
@@ -245,7 +270,7 @@ static void split(char *s, char **out, int *n, int max) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: ar_bench MASTER_BIN PEER_BIN busbw|failure [options]\n");
+        fprintf(stderr, "usage: ar_bench MASTER_BIN PEER_BIN busbw|failure|rounds [options]\n");
         return 2;
     }
     o.master_bin = argv[1];
@@ -282,7 +307,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ar_bench: could not start the master and %d peers\n", o.peers);
         return 1;
     }
-    int rc = strcmp(argv[3], "failure") == 0 ? failure() : busbw();
+    int rc = strcmp(argv[3], "failure") == 0 ? failure() : strcmp(argv[3], "rounds") == 0 ? rounds() : busbw();
     stop();
     return rc;
 }

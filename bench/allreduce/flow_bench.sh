@@ -13,7 +13,10 @@
 #     1/4/8.
 # Bus bandwidth = 2(N-1)/N x bytes / time (median of the op times). Needs root; prints a skip
 # line otherwise. CSV rows on stdout (medians over FLOW_ROUNDS interleaved rounds, default 2).
-# FLOW_CASES picks cases (default "flowcap linkonly cubic"). Raw TCP: k streams of 32 MiB each
+#   - connect: 4 hosts, 500 Mbit/s, BBR, delay and loss per packet: the time of a topology round
+#     (every pool stream reconnected, then a small all-reduce), the pool's streams connected at
+#     once against one after another (FLOW_CONNECT_*, below); pools 1/4/8.
+# FLOW_CASES picks cases (default "flowcap linkonly cubic connect"). Raw TCP: k streams of 32 MiB each
 # (FLOW_TCP_MIB, default 32; flowcap, linkonly) or the op's size split over the k streams
 # (cubic), started together (ns_tcp_n).
 set -u
@@ -83,7 +86,7 @@ rows() {
 
 rounds=${FLOW_ROUNDS:-2}
 fpools=${FLOW_POOLS:-1 2 4 8} # flowcap, linkonly; a token PwW: pool P, PCCL_STRIPE_WINDOW=W
-cases=${FLOW_CASES:-flowcap linkonly cubic}
+cases=${FLOW_CASES:-flowcap linkonly cubic connect}
 for c in $cases; do
     case $c in
     flowcap|linkonly)
@@ -122,6 +125,46 @@ for c in $cases; do
                 r=$((r + 1))
             done
             rows $name 2 "$mib" 1 4 8
+            ns_cleanup
+        done
+        IFS=$ifs ;;
+    connect)
+        # FLOW_CONNECT_PROFILES: "DELAY_MS LOSS", comma-separated (BBR, loss per packet; default
+        # 25 ms / 0.1%, the cheap one; "50 0.01" is noisier and slower). A topology round
+        # (ar_bench rounds: pcclUpdateTopology on 4 hosts, every pool stream reconnected, and
+        # the first 4 KiB all-reduce after it), median of FLOW_CONNECT_ITERS (5) over
+        # FLOW_CONNECT_ROUNDS (1) interleaved rounds, the pool's streams connected at once (the
+        # library's way) against one after another (PCCL_P2P_CONNECTS=1, the way before).
+        profiles=${FLOW_CONNECT_PROFILES:-25 0.001}
+        ifs=$IFS IFS=,
+        for prof in $profiles; do
+            IFS=$ifs
+            set -- $prof
+            d=$1 loss=$2 name=connect_${1}ms_loss$2
+            if ! ns_setup 4 500 || ! ns_impair "$d" "$loss"; then
+                echo "flow_bench: SKIPPED $name: cannot shape the namespaces" >&2
+                ns_cleanup
+                continue
+            fi
+            r=0
+            while [ $r -lt "${FLOW_CONNECT_ROUNDS:-1}" ]; do
+                for pool in ${FLOW_CONNECT_POOLS:-1 4 8}; do
+                    for at in 1 0; do
+                        ns_fg env PCCL_P2P_CONNECTS=$at timeout 300 "$drv" "$master" "$peer" rounds --peers 4 --netns "$(ns_list 4)" \
+                            --ip 10.77.0. --pool "$pool" --iters "${FLOW_CONNECT_ITERS:-5}" > "$tmp/p" ||
+                            { echo "flow_bench: $name pool $pool connects $at failed" >&2; continue; }
+                        ms=$(awk '$1=="rounds" {print $2}' "$tmp/p")
+                        echo "flow_bench: $name round $r pool $pool $([ $at = 1 ] && echo serial || echo parallel): $(cat "$tmp/p") (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+                        [ -n "$ms" ] && echo "$pool $ms" >> "$tmp/$name.$at"
+                    done
+                done
+                r=$((r + 1))
+            done
+            for pool in ${FLOW_CONNECT_POOLS:-1 4 8}; do
+                ser=$(of "$tmp/$name.1" "$pool") par=$(of "$tmp/$name.0" "$pool")
+                [ -n "$ser" ] && [ -n "$par" ] &&
+                    echo "allreduce_flow/${name}_n4_pool${pool}_topology_round_ms_parallel_vs_serial_connects,$par,ms,$ser,$(ratio "$par" "$ser")"
+            done
             ns_cleanup
         done
         IFS=$ifs ;;

@@ -17,7 +17,9 @@
 #include "ccoip_inet.h"
 
 #define CCOIP_LISTENER_INFLIGHT 32
-#define CCOIP_LISTENER_PER_ADDR 4
+/* 16: a neighbour connects up to 8 pool streams at once (ccoip_peer_p2p.c), and the slots of
+ * its last ones may still be reading their P2P_BIND when the next arrive. */
+#define CCOIP_LISTENER_PER_ADDR 16
 
 /* Called on a thread of the listener's; `who` is "ip:port" for log lines. Must return within
  * its handshake deadline. */

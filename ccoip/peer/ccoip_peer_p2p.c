@@ -3,13 +3,15 @@
  * The listener thread accepts, reads HELLO (role P2P) and P2P_BIND with a short deadline, and
  * keeps the connection only when the master announced that UUID to us; everything else is
  * answered with a refusal (where it was a valid HELLO), logged and closed. ccoip_p2p_establish
- * (API thread) replaces the links on every topology round: it connects TX to the next neighbour,
- * retrying while that neighbour has not yet heard of us, and waits for the RX arrival of the
- * previous neighbour for this round. */
+ * (API thread) replaces the links on every topology round: it connects the TX pool to the next
+ * neighbour, its streams concurrently (each a TCP handshake, HELLO and P2P_BIND: 3-4 round trips,
+ * a lost SYN a second), retrying while that neighbour has not yet heard of us, and waits for the
+ * RX arrivals of the previous neighbour for this round. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ccoip/net/ccoip_conn.h"
+#include "ccoip/net/ccoip_listener.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"
@@ -19,6 +21,7 @@
 #define HANDSHAKE_MS 2000
 #define FIRST_PORT 48149
 #define PORT_TRIES 2048
+#define CONNECTS_AT_ONCE (CCOIP_LISTENER_PER_ADDR / 2)
 
 static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
 
@@ -110,16 +113,35 @@ static bool interrupted(pcclComm_t *comm, ccoip_packet_t *early) {
     return ccoip_link_broke_since_send(comm) || atomic_load(&comm->stopping);
 }
 
-static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t stream,
-                      uint32_t streams, int64_t deadline, ccoip_packet_t *early, ccoip_session_t *sess) {
-    ccoip_socket_address_t a = {e->addr, e->p2p_port};
+/* The TX side of one topology round: the pool's streams to the next neighbour, connected by up
+ * to CONNECTS_AT_ONCE short-lived threads, each taking the next stream until all are in or one
+ * fails. Half the listener's per-address cap: the neighbour's slots of our last streams may
+ * still be reading their P2P_BIND when the next arrive, and a connection over the cap is closed.
+ * Only the API thread reads master mail (interrupted()); it tells the threads to stop through
+ * `cancel`. */
+typedef struct tx_pool_t {
+    pcclComm_t *comm;
+    ccoip_socket_address_t addr;
     char name[80];
-    ccoip_format_address(&a, name, sizeof name);
+    uint64_t round;
+    uint32_t streams;
+    int64_t deadline;
+    _Atomic uint32_t next;   /* the next stream to connect */
+    _Atomic uint32_t ended;  /* threads that returned */
+    atomic_bool cancel;      /* the caller gave up, or a stream failed: stop */
+    atomic_bool failed;
+    int fds[CCOIP_P2P_MAX_STREAMS]; /* -1 until its thread connected it */
+    ccoip_session_t sess[CCOIP_P2P_MAX_STREAMS];
+} tx_pool_t;
+
+/* One stream: TCP connect, HELLO, P2P_BIND; retried while the neighbour has not yet heard of us.
+ * The fd, or -1 (with one log line unless cancelled). */
+static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess) {
+    pcclComm_t *comm = t->comm;
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
-    while (ccoip_now_ms() < deadline) {
-        if (interrupted(comm, early)) return -1;
-        int64_t left = deadline - ccoip_now_ms();
-        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
+    while (ccoip_now_ms() < t->deadline && !atomic_load(&t->cancel)) {
+        int64_t left = t->deadline - ccoip_now_ms();
+        int fd = ccoip_sock_connect(&t->addr, (int) (left < 1000 ? left : 1000), &st);
         if (fd < 0) {
             ccoip_sleep_ms(20);
             continue;
@@ -128,26 +150,101 @@ static int connect_tx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t ro
         memset(&ack, 0, sizeof ack);
         *sess = ccoip_comm_session(comm);
         st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_comm_key(comm), sess, ccoip_now_ms() + HANDSHAKE_MS,
-                              name, &ack);
+                              t->name, &ack);
         if (st == CCOIP_OK) {
             ccoip_packet_t bind;
             memset(&bind, 0, sizeof bind);
             bind.type = CCOIP_PKT_P2P_BIND;
-            bind.u.p2p_bind.round = round;
+            bind.u.p2p_bind.round = t->round;
             bind.u.p2p_bind.stream = (uint8_t) stream;
-            bind.u.p2p_bind.streams = (uint8_t) streams;
+            bind.u.p2p_bind.streams = (uint8_t) t->streams;
             st = ccoip_conn_send(fd, &bind);
             if (st == CCOIP_OK) return fd;
         }
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not processed its P2P_INFO yet; a timeout: its listener was busy
-         * (a slow stranger). Both pass; any other refusal is final. */
+         * (a slow stranger, or over its per-address cap). Both pass; any other refusal is final. */
         if (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER) break;
         if (st == CCOIP_ERR_INVALID) break;
         ccoip_sleep_ms(10);
     }
-    LOG_WARN(MOD, "cannot connect to ring neighbour %s: %s", name, ccoip_status_str(st));
+    if (!atomic_load(&t->cancel))
+        LOG_WARN(MOD, "cannot connect stream %u of %u to ring neighbour %s: %s", stream, t->streams, t->name,
+                 ccoip_status_str(st));
     return -1;
+}
+
+static void *tx_thread(void *arg) {
+    tx_pool_t *t = arg;
+    for (;;) {
+        uint32_t i = atomic_fetch_add(&t->next, 1);
+        if (i >= t->streams || atomic_load(&t->cancel)) break;
+        int fd = connect_stream(t, i, &t->sess[i]);
+        if (fd < 0) {
+            atomic_store(&t->failed, true);
+            atomic_store(&t->cancel, true);
+            break;
+        }
+        t->fds[i] = fd;
+    }
+    atomic_fetch_add(&t->ended, 1);
+    ccoip_peer_notify(t->comm); /* wakes the caller in connect_pool */
+    return NULL;
+}
+
+/* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx), all or none: on failure
+ * or interruption every socket made here is closed. */
+static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t streams,
+                         int64_t deadline, ccoip_packet_t *early) {
+    tx_pool_t *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        LOG_ERROR(MOD, "out of memory connecting to the ring neighbour");
+        return false;
+    }
+    t->comm = comm;
+    t->addr = (ccoip_socket_address_t){e->addr, e->p2p_port};
+    ccoip_format_address(&t->addr, t->name, sizeof t->name);
+    t->round = round;
+    t->streams = streams;
+    t->deadline = deadline;
+    for (uint32_t i = 0; i < streams; i++) t->fds[i] = -1;
+    /* PCCL_P2P_CONNECTS: streams connected at once (1: one after another, as before; 0: the
+     * default; for measuring the difference). */
+    int64_t at_once = ccoip_env_num("PCCL_P2P_CONNECTS", CONNECTS_AT_ONCE);
+    if (at_once < 1) at_once = CONNECTS_AT_ONCE;
+    if (at_once > CONNECTS_AT_ONCE) at_once = CONNECTS_AT_ONCE;
+    uint32_t nthreads = streams < (uint32_t) at_once ? streams : (uint32_t) at_once;
+    pthread_t threads[CONNECTS_AT_ONCE];
+    uint32_t started = 0;
+    while (started < nthreads && pthread_create(&threads[started], NULL, tx_thread, t) == 0) started++;
+    bool ok = started > 0;
+    if (!ok) LOG_ERROR(MOD, "cannot start a thread to connect to the ring neighbour %s", t->name);
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
+        if (atomic_load(&t->ended) == started) break;
+        if (interrupted(comm, early)) {
+            atomic_store(&t->cancel, true);
+            ok = false;
+            break;
+        }
+        /* The threads keep the deadline; this wait only bounds how late we look at mail. */
+        tpark_wait((const uint32_t *) &comm->events, seen, 100 * 1000000ll);
+    }
+    for (uint32_t i = 0; i < started; i++) pthread_join(threads[i], NULL); /* each within ~3 s of cancel */
+    ok = ok && !atomic_load(&t->failed);
+    for (uint32_t i = 0; i < streams; i++) ok = ok && t->fds[i] >= 0;
+    ccoip_p2p_links_t *l = &comm->p2p.links;
+    for (uint32_t i = 0; i < streams; i++) {
+        if (!ok) {
+            if (t->fds[i] >= 0) ccoip_sock_close(t->fds[i]);
+            continue;
+        }
+        l->tx_fds[i] = t->fds[i];
+        l->tx_sess[i] = t->sess[i];
+    }
+    l->ntx = ok ? streams : 0;
+    free(t);
+    return ok;
 }
 
 /* Waits for every connection of the previous neighbour's pool for this round (its P2P_BIND says
@@ -233,13 +330,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) {
         p2p->links.tx.peer = tx->uuid;
-        for (uint32_t i = 0; i < pool; i++) {
-            ccoip_session_t sess;
-            int fd = connect_tx(comm, tx, info->round, i, pool, deadline, early, &sess);
-            if (fd < 0) return false;
-            p2p->links.tx_sess[p2p->links.ntx] = sess;
-            p2p->links.tx_fds[p2p->links.ntx++] = fd;
-        }
+        if (!connect_pool(comm, tx, info->round, pool, deadline, early)) return false;
         p2p->links.tx.fd = p2p->links.tx_fds[0];
     }
     if (rx != NULL) {

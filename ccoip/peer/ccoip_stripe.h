@@ -29,7 +29,9 @@
  * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; cubic under
  * random loss per packet (25 ms / 0.1 %, 50 ms / 1 %) 3.3-3.8 x pool 1; BBR under 0.1 % loss
  * 0.93-1.03 x pool 1. Pool 8 carried 5 x pool 1 under cubic loss but fell to 0.74-0.82 x pool 1
- * with BBR on 4 hosts of the 2-core machine (CPU), so 4. */
+ * with BBR on 4 hosts of the 2-core machine (CPU), so 4. Session 7, BBR under 0.1 % loss per packet,
+ * 8 rounds: 0.96-1.07 x pool 1 at load <= 2.5, lower only when the machine was loaded (pool 4 costs
+ * 1.5 x the CPU per op); its topology round now costs what pool 1's does (concurrent connects). */
 #define CCOIP_DEFAULT_POOL 4u
 
 typedef struct ccoip_stripe_t {
