@@ -75,7 +75,7 @@ bool h_spawn(h_proc_t *p, char *const argv[]) {
         close(in[1]);
         close(out[0]);
         close(out[1]);
-        execv(argv[0], argv);
+        execvp(argv[0], argv); /* a bare name (ar_bench's "ip" on a host without /usr/sbin/ip) is looked up in PATH */
         _exit(127);
     }
     close(in[0]);
