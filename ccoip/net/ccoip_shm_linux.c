@@ -1,0 +1,121 @@
+/* ccoip_shm_linux.c: segments over POSIX shared memory (/dev/shm), random names from getrandom. */
+#include "ccoip/net/ccoip_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log/log.h"
+
+#define PREFIX "/pccl-"
+
+bool ccoip_shm_supported(void) { return true; }
+
+bool ccoip_shm_random(uint8_t *out, size_t n) {
+    while (n > 0) {
+        ssize_t k = getrandom(out, n, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        out += k;
+        n -= (size_t) k;
+    }
+    return true;
+}
+
+bool ccoip_shm_peer_hung_up(int fd) {
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static bool map_fd(ccoip_shm_t *s, int fd, size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping keeps the memory */
+    if (p == MAP_FAILED) {
+        LOG_INFO("ccoip", "shared memory %s: mmap of %zu bytes failed: %s", s->name, size, strerror(errno));
+        return false;
+    }
+    s->base = p;
+    s->size = size;
+    return true;
+}
+
+bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
+    memset(s, 0, sizeof *s);
+    uint8_t r[16];
+    if (!ccoip_shm_random(r, sizeof r)) {
+        LOG_INFO("ccoip", "shared memory: no random bytes for a name");
+        return false;
+    }
+    int at = snprintf(s->name, sizeof s->name, PREFIX);
+    for (size_t i = 0; i < sizeof r; i++) at += snprintf(s->name + at, sizeof s->name - (size_t) at, "%02x", r[i]);
+    int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        LOG_INFO("ccoip", "shared memory %s: cannot create: %s", s->name, strerror(errno));
+        s->name[0] = 0;
+        return false;
+    }
+    if (ftruncate(fd, (off_t) size) != 0) {
+        LOG_INFO("ccoip", "shared memory %s: cannot size to %zu bytes: %s", s->name, size, strerror(errno));
+        close(fd);
+        ccoip_shm_unlink(s);
+        return false;
+    }
+    if (!map_fd(s, fd, size)) {
+        ccoip_shm_unlink(s);
+        return false;
+    }
+    return true;
+}
+
+static bool name_ok(const char *name) {
+    size_t n = strnlen(name, CCOIP_SHM_NAME_MAX);
+    if (n != strlen(PREFIX) + 32 || strncmp(name, PREFIX, strlen(PREFIX)) != 0) return false;
+    for (size_t i = strlen(PREFIX); i < n; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return false;
+    return true;
+}
+
+bool ccoip_shm_open(ccoip_shm_t *s, const char *name, size_t size) {
+    memset(s, 0, sizeof *s);
+    if (!name_ok(name)) {
+        LOG_INFO("ccoip", "shared memory: refusing a segment name that is not ours");
+        return false;
+    }
+    snprintf(s->name, sizeof s->name, "%s", name);
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        LOG_INFO("ccoip", "shared memory %s: cannot open: %s", name, strerror(errno));
+        s->name[0] = 0;
+        return false;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (size_t) st.st_size != size) {
+        LOG_INFO("ccoip", "shared memory %s: not ours or not %zu bytes", name, size);
+        close(fd);
+        s->name[0] = 0;
+        return false;
+    }
+    if (!map_fd(s, fd, size)) {
+        s->name[0] = 0;
+        return false;
+    }
+    return true;
+}
+
+void ccoip_shm_unlink(ccoip_shm_t *s) {
+    if (s->name[0] == 0) return;
+    shm_unlink(s->name); /* ENOENT: the other side removed it first */
+    s->name[0] = 0;
+}
+
+void ccoip_shm_close(ccoip_shm_t *s) {
+    ccoip_shm_unlink(s);
+    if (s->base != NULL) munmap(s->base, s->size);
+    s->base = NULL;
+}
