@@ -60,8 +60,11 @@ bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
         s->name[0] = 0;
         return false;
     }
-    if (ftruncate(fd, (off_t) size) != 0) {
-        LOG_INFO("ccoip", "shared memory %s: cannot size to %zu bytes: %s", s->name, size, strerror(errno));
+    /* Allocated now, not on first touch: a full /dev/shm (a container's 64 MiB default) must
+     * refuse here, not raise SIGBUS mid-copy. */
+    int rc = ftruncate(fd, (off_t) size) != 0 ? errno : posix_fallocate(fd, 0, (off_t) size);
+    if (rc != 0) {
+        LOG_INFO("ccoip", "shared memory %s: cannot allocate %zu bytes: %s", s->name, size, strerror(rc));
         close(fd);
         ccoip_shm_unlink(s);
         return false;

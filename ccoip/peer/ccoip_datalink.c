@@ -278,7 +278,7 @@ static bool peer_alive(void *ctx) {
     return !ccoip_shm_peer_hung_up(dl->fd);
 }
 
-/* Send thread: creates our pipe and offers it (over the socket, still our transport). False
+/* Send thread, with the first frame to send: creates our pipe and offers it (over the socket, still our transport). False
  * only when the socket failed; a pipe that cannot be made leaves the direction on TCP. */
 static bool shm_offer(ccoip_datalink_t *dl) {
     bool made = ccoip_shmpipe_create(&dl->txp, dl->shm_ring, dl->name);
@@ -420,7 +420,9 @@ static bool shm_step(ccoip_datalink_t *dl) {
         pthread_mutex_unlock(&dl->lock);
         ok = send_ctl(dl, kind, NULL, 0);
         pthread_mutex_lock(&dl->lock);
-    } else if (dl->shm_state == SHM_WANT) {
+    } else if (dl->shm_state == SHM_WANT && dl->sends.count > 0) {
+        /* Offered with the first frame to send, not at start: a direction that never carries data
+         * (the reverse one of a ring's link) costs no segment. */
         pthread_mutex_unlock(&dl->lock);
         ok = shm_offer(dl);
         pthread_mutex_lock(&dl->lock);
@@ -779,7 +781,7 @@ void ccoip_datalink_stop(ccoip_datalink_t *dl) {
 bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx) {
     ccoip_datalink_t *m = (ccoip_datalink_t *) dl;
     pthread_mutex_lock(&m->lock);
-    bool done = m->shm_state != SHM_WANT && m->shm_state != SHM_WAITING;
+    bool done = m->shm_state != SHM_WAITING && !(m->shm_state == SHM_WANT && m->sends.count > 0);
     *tx = __atomic_load_n(&m->tx_shm, __ATOMIC_ACQUIRE) != 0;
     *rx = __atomic_load_n(&m->rx_shm, __ATOMIC_ACQUIRE) != 0;
     pthread_mutex_unlock(&m->lock);

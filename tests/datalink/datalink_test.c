@@ -100,11 +100,12 @@ static void ring_open(ring_t *g, uint32_t n) {
 
 static void ring_close(ring_t *g) {
     for (uint32_t i = 0; i < g->n && ring_check_transport; i++) {
-        /* Both directions of every link: shared memory in the shm pass, TCP otherwise. */
+        /* The ring's direction of every link: shared memory in the shm pass, TCP otherwise; the
+         * reverse direction carried nothing, so it never offered. */
         bool tx, rx, ptx, prx;
         link_shm(g->peers[i].tx, &tx, &rx);
         link_shm(g->peers[(i + 1) % g->n].rx, &ptx, &prx);
-        CHECK(tx == (rings_shm != 0) && prx == (rings_shm != 0) && rx == (rings_shm != 0) && ptx == (rings_shm != 0));
+        CHECK(tx == (rings_shm != 0) && prx == (rings_shm != 0) && !rx && !ptx);
     }
     for (uint32_t i = 0; i < g->n; i++) {
         ccoip_datalink_stop(g->peers[i].tx);
