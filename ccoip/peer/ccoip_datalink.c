@@ -34,7 +34,7 @@ enum { CTL_OFFER = 1, CTL_ACCEPT = 2, CTL_REFUSE = 3, CTL_SWITCH = 4 };
 #define OFFER_VERSION 1u
 #define OFFER_LEN (8u + CCOIP_SHMPIPE_TOKEN + CCOIP_SHM_NAME_MAX) /* version, ring, token, name */
 #define OFFER_WAIT_MS 10000 /* no answer by then: the direction stays on TCP */
-#define SHM_RING_DEFAULT (2u << 20)
+#define SHM_RING_DEFAULT (1u << 20) /* 512 KiB-1 MiB measured best on 2 cores (docs/performance.md) */
 
 /* The send thread's side of the handshake for its own direction. */
 enum { SHM_NONE, SHM_WANT, SHM_WAITING, SHM_DONE };
