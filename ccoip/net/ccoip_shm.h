@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CCOIP_SHM_NAME_MAX 40 /* "/pccl-" and 32 hex digits, NUL included */
+#define CCOIP_SHM_NAME_MAX 48 /* "/pccl-", a pid of up to 9 digits, "-", 32 hex digits, NUL */
 
 typedef struct ccoip_shm {
     void *base;                     /* NULL: not mapped */
@@ -24,12 +24,13 @@ typedef struct ccoip_shm {
 /* True where segments and the shared wait/wake behind the pipes exist (Linux). */
 bool ccoip_shm_supported(void);
 
-/* Creates and maps a zeroed segment of size bytes under a fresh random name. False (logged at
- * info: the link stays on TCP) when the system refuses. */
+/* Creates and maps a zeroed segment of size bytes under a fresh name (our pid and 128 random
+ * bits), after removing the leftovers of creators that no longer exist. False (logged at info:
+ * the link stays on TCP) when the system refuses. */
 bool ccoip_shm_create(ccoip_shm_t *s, size_t size);
 
-/* Opens and maps the segment `name` (checked: our prefix, hex digits) if it is exactly size
- * bytes; false (logged at info) otherwise. */
+/* Opens and maps the segment `name` (checked: our prefix, a pid, 32 hex digits) if it is ours
+ * and exactly size bytes; false (logged at info) otherwise. */
 bool ccoip_shm_open(ccoip_shm_t *s, const char *name, size_t size);
 
 /* Removes the name (the mappings stay); no-op once removed. */

@@ -1,9 +1,14 @@
-/* ccoip_shm_linux.c: segments over POSIX shared memory (/dev/shm), random names from getrandom. */
+/* ccoip_shm_linux.c: segments over POSIX shared memory (/dev/shm), named "/pccl-PID-HEX": the
+ * creator's process id, then 32 random hex digits (getrandom). A creator SIGKILLed before the
+ * other side opened (and removed) the name leaves the segment behind; every later creation
+ * removes such leftovers of processes that no longer exist. */
 #include "ccoip/net/ccoip_shm.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,6 +19,7 @@
 #include "log/log.h"
 
 #define PREFIX "/pccl-"
+#define SHM_DIR "/dev/shm"
 
 bool ccoip_shm_supported(void) { return true; }
 
@@ -45,14 +51,48 @@ static bool map_fd(ccoip_shm_t *s, int fd, size_t size) {
     return true;
 }
 
+/* "/pccl-PID-HEX32" -> PID; 0 when the name is not one of ours. */
+static long name_pid(const char *name) {
+    size_t n = strnlen(name, CCOIP_SHM_NAME_MAX), p = strlen(PREFIX), i = p;
+    if (n >= CCOIP_SHM_NAME_MAX || strncmp(name, PREFIX, p) != 0) return 0;
+    long pid = 0;
+    for (; i < n && name[i] >= '0' && name[i] <= '9' && i - p < 9; i++) pid = pid * 10 + (name[i] - '0');
+    if (i == p || i >= n || name[i] != '-' || n - i - 1 != 32) return 0;
+    for (i++; i < n; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return 0;
+    return pid;
+}
+
+/* Removes our user's segments whose creator no longer exists (killed before the other side
+ * opened them). A pid of another pid namespace looks dead here too: its segment loses its name,
+ * and an offer of it is refused (the link stays on TCP), which is all that can go wrong. */
+static void sweep_leftovers(void) {
+    DIR *d = opendir(SHM_DIR);
+    if (d == NULL) return;
+    struct dirent *e;
+    char name[CCOIP_SHM_NAME_MAX + 1];
+    while ((e = readdir(d)) != NULL) {
+        if (snprintf(name, sizeof name, "/%s", e->d_name) >= (int) sizeof name) continue;
+        long pid = name_pid(name);
+        struct stat st;
+        if (pid <= 0 || pid == (long) getpid() || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+            continue;
+        if (kill((pid_t) pid, 0) != 0 && errno == ESRCH && shm_unlink(name) == 0)
+            LOG_INFO("ccoip", "shared memory %s: removed, its creator (process %ld) is gone", name, pid);
+    }
+    closedir(d);
+}
+
 bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
     memset(s, 0, sizeof *s);
+    sweep_leftovers();
     uint8_t r[16];
     if (!ccoip_shm_random(r, sizeof r)) {
         LOG_INFO("ccoip", "shared memory: no random bytes for a name");
         return false;
     }
-    int at = snprintf(s->name, sizeof s->name, PREFIX);
+    int at = snprintf(s->name, sizeof s->name, PREFIX "%ld-", (long) getpid());
     for (size_t i = 0; i < sizeof r; i++) at += snprintf(s->name + at, sizeof s->name - (size_t) at, "%02x", r[i]);
     int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -76,17 +116,9 @@ bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
     return true;
 }
 
-static bool name_ok(const char *name) {
-    size_t n = strnlen(name, CCOIP_SHM_NAME_MAX);
-    if (n != strlen(PREFIX) + 32 || strncmp(name, PREFIX, strlen(PREFIX)) != 0) return false;
-    for (size_t i = strlen(PREFIX); i < n; i++)
-        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return false;
-    return true;
-}
-
 bool ccoip_shm_open(ccoip_shm_t *s, const char *name, size_t size) {
     memset(s, 0, sizeof *s);
-    if (!name_ok(name)) {
+    if (name_pid(name) <= 0) {
         LOG_INFO("ccoip", "shared memory: refusing a segment name that is not ours");
         return false;
     }

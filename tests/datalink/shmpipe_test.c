@@ -3,12 +3,16 @@
  * writer parked on a full ring and a reader parked on an empty one (woken by the other process,
  * using no CPU while parked), the other process SIGKILLed mid-transfer (both directions: the
  * survivor returns GONE through its socket check within a second), shut from another process,
- * and garbage head/tail values (CORRUPT, no copy outside the ring). Linux only (elsewhere the
+ * garbage head/tail values (CORRUPT, no copy outside the ring), and the leftovers of a creator
+ * that died before the other side opened its segment (removed by the next creation). Linux only (elsewhere the
  * segment calls say "unsupported" and the test checks just that). */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -301,6 +305,31 @@ static void garbage_counters(void) {
     ccoip_shmpipe_close(&w);
 }
 
+/* A segment left behind by a process that is gone is removed by the next creation; one of a
+ * live process (ours) stays. */
+static void leftovers_removed(void) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(0);
+    REQUIRE(wait_child(pid) == 0);
+    char dead[64], live[64];
+    snprintf(dead, sizeof dead, "/pccl-%d-0123456789abcdef0123456789abcdef", (int) pid);
+    snprintf(live, sizeof live, "/pccl-%d-0123456789abcdef0123456789abcdef", (int) getpid());
+    int fd = shm_open(dead, O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+    REQUIRE((fd = shm_open(live, O_RDWR | O_CREAT | O_EXCL, 0600)) >= 0);
+    close(fd);
+    ccoip_shmpipe_t p;
+    REQUIRE(ccoip_shmpipe_create(&p, RING, "sweeper"));
+    errno = 0;
+    CHECK(shm_open(dead, O_RDWR, 0) < 0 && errno == ENOENT);
+    CHECK((fd = shm_open(live, O_RDWR, 0)) >= 0);
+    if (fd >= 0) close(fd);
+    shm_unlink(live);
+    ccoip_shmpipe_close(&p);
+}
+
 int main(void) {
     if (!ccoip_shm_supported()) {
         ccoip_shmpipe_t p;
@@ -317,5 +346,6 @@ int main(void) {
     peer_killed(false);
     shut_from_other_process();
     garbage_counters();
+    leftovers_removed();
     return check_exit();
 }
