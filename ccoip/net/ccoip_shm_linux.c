@@ -5,7 +5,6 @@
 #include "ccoip/net/ccoip_shm.h"
 
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log/log.h"
@@ -67,21 +67,36 @@ static long name_pid(const char *name) {
  * opened them). A pid of another pid namespace looks dead here too: its segment loses its name,
  * and an offer of it is refused (the link stays on TCP), which is all that can go wrong. */
 static void sweep_leftovers(void) {
-    DIR *d = opendir(SHM_DIR);
-    if (d == NULL) return;
-    struct dirent *e;
+    /* getdents64 into a stack buffer, not opendir: a link may first send (and create) in steady
+     * state, where the library allocates nothing (tests/nomalloc). */
+    struct linux_dirent64 {
+        uint64_t d_ino;
+        int64_t d_off;
+        unsigned short d_reclen;
+        unsigned char d_type;
+        char d_name[];
+    };
+    int dfd = open(SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    _Alignas(8) char buf[4096];
     char name[CCOIP_SHM_NAME_MAX + 1];
-    while ((e = readdir(d)) != NULL) {
-        if (snprintf(name, sizeof name, "/%s", e->d_name) >= (int) sizeof name) continue;
-        long pid = name_pid(name);
-        struct stat st;
-        if (pid <= 0 || pid == (long) getpid() || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            st.st_uid != geteuid() || !S_ISREG(st.st_mode))
-            continue;
-        if (kill((pid_t) pid, 0) != 0 && errno == ESRCH && shm_unlink(name) == 0)
-            LOG_INFO("ccoip", "shared memory %s: removed, its creator (process %ld) is gone", name, pid);
+    long n;
+    while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long at = 0; at < n;) {
+            const struct linux_dirent64 *e = (const void *) (buf + at);
+            if (e->d_reclen == 0 || at + e->d_reclen > n) break;
+            at += e->d_reclen;
+            if (snprintf(name, sizeof name, "/%s", e->d_name) >= (int) sizeof name) continue;
+            long pid = name_pid(name);
+            struct stat st;
+            if (pid <= 0 || pid == (long) getpid() || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+                continue;
+            if (kill((pid_t) pid, 0) != 0 && errno == ESRCH && shm_unlink(name) == 0)
+                LOG_INFO("ccoip", "shared memory %s: removed, its creator (process %ld) is gone", name, pid);
+        }
     }
-    closedir(d);
+    close(dfd);
 }
 
 bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
