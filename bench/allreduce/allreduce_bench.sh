@@ -7,7 +7,10 @@
 # CPU seconds per GB reduced (user + system time of every peer process, all threads, getrusage)
 # against gloo's and the raw ring's for the same link bytes; the per-op time of a 1 MiB
 # all-reduce; 4 peers sending by reference against by copy; the failure latency (SIGKILL of a
-# peer to every survivor's error return, 20 trials). CSV rows name,value,unit,baseline,ratio on
+# peer to every survivor's error return, 20 trials). PCCL runs twice per round: as a user gets it
+# (same-host links over shared memory where the platform has it) and with PCCL_SHM=0 (TCP: rows
+# with "_tcp_"), against each other too; a one-thread memcpy of cold buffers is the shared-memory
+# path's own baseline. CSV rows name,value,unit,baseline,ratio on
 # stdout, notes on stderr. Bus bandwidth = 2(N-1)/N * bytes / time (what every link carries).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,6 +86,13 @@ run_pccl() { # N
     { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
       [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5 --pool "$pool"; } >> "$tmp/pccl$1"
 }
+run_pccl_tcp() { # N: the same with every link on TCP
+    { [ "$has1" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
+      [ -n "$big" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5 --pool "$pool"; } >> "$tmp/pcclt$1"
+}
+run_memcpy() { # N (unused): one thread, 256 MiB cold buffers
+    "$tcp" memcpy 256 | awk '$1 == "memcpy" {print $2}' >> "$tmp/memcpy"
+}
 run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
     { [ "$has1" ] && run_gloo "$1" 1 50
       [ -n "$big" ] && run_gloo "$1" "$big" 5; } |
@@ -94,8 +104,8 @@ run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
 # was measured to fare differently on this machine).
 round=1
 while [ "$round" -le "$rounds" ]; do
-    order="ring minimal pccl gloo_all"
-    [ $((round % 2)) = 0 ] && order="gloo_all pccl minimal ring"
+    order="ring minimal pccl pccl_tcp gloo_all memcpy"
+    [ $((round % 2)) = 0 ] && order="memcpy gloo_all pccl_tcp pccl minimal ring"
     for n in 2 4; do
         echo "allreduce: round $round/$rounds, $n peers: $order" >&2
         for who in $order; do "run_$who" $n; done
@@ -103,6 +113,8 @@ while [ "$round" -le "$rounds" ]; do
     round=$((round + 1))
 done
 
+memcpy_gbs=$(median < "$tmp/memcpy")
+echo "allreduce: memcpy of cold 256 MiB buffers, one thread: ${memcpy_gbs} GB/s" >&2
 for n in 2 4; do
     ring_mbs=$(awk '{print $1}' "$tmp/ring$n" | median)
     ring_gbs=$(awk -v v="$ring_mbs" 'BEGIN { printf "%.3f", v/1000 }')
@@ -150,6 +162,18 @@ for n in 2 4; do
         [ "$best" != 0 ] && echo "allreduce_lo/n${n}_${mib}MiB_busbw_vs_minimal_ring,$pb,GB/s,$best,$(ratio "$pb" "$best")"
         pcg=$(cpu_gb $mib "$pc") gcg=$(cpu_gb $mib "$gc")
         echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_vs_gloo,$pcg,s/GB,$gcg,$(ratio "$pcg" "$gcg")"
+        echo "allreduce_lo/n${n}_${mib}MiB_busbw_vs_memcpy,$pb,GB/s,$memcpy_gbs,$(ratio "$pb" "$memcpy_gbs")"
+        # PCCL_SHM=0: every link on TCP, in the same rounds.
+        t=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pcclt$n" 2>/dev/null | median)
+        tc=$(awk -v m=$mib '$1=="busbw" && $2==m {print $5}' "$tmp/pcclt$n" 2>/dev/null | median)
+        if [ "$t" != 0 ]; then
+            tb=$(busbw $n $mib "$t") tcg=$(cpu_gb $mib "$tc")
+            echo "allreduce_lo/n${n}_${mib}MiB_tcp_busbw_vs_gloo,$tb,GB/s,$gb,$(ratio "$tb" "$gb")"
+            echo "allreduce_lo/n${n}_${mib}MiB_tcp_busbw_vs_tcp_ring,$tb,GB/s,$ring_gbs,$(ratio "$tb" "$ring_gbs")"
+            echo "allreduce_cpu/n${n}_${mib}MiB_tcp_cpu_s_per_GB_vs_gloo,$tcg,s/GB,$gcg,$(ratio "$tcg" "$gcg")"
+            echo "allreduce_lo/n${n}_${mib}MiB_busbw_shm_vs_tcp,$pb,GB/s,$tb,$(ratio "$pb" "$tb")"
+            echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_shm_vs_tcp,$pcg,s/GB,$tcg,$(ratio "$pcg" "$tcg")"
+        fi
         if [ $mib = 256 ]; then
             echo "allreduce_cpu/n${n}_256MiB_cpu_s_per_GB_vs_tcp_ring,$pcg,s/GB,$ring_cpu_gb,$(ratio "$pcg" "$ring_cpu_gb")"
             echo "allreduce_cpu/n${n}_256MiB_gloo_cpu_s_per_GB_vs_tcp_ring,$gcg,s/GB,$ring_cpu_gb,$(ratio "$gcg" "$ring_cpu_gb")"

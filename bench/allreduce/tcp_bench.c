@@ -19,6 +19,9 @@
  *                                    "allreduce MIB TIME_US BUSBW_GB_S CPU_US": medians over
  *                                    TCP_BENCH_ITERS ops (default 3, after one warm-up) of the
  *                                    slowest process's time and all N processes' CPU
+ *   tcp_bench memcpy MIB             one thread copying a cold MIB buffer into another (the shared-
+ *                                    memory links copy every byte twice: writer in, reader out)
+ *                                    -> "memcpy GB_PER_S": the median of 5 copies
  *   tcp_bench server IP              listens on IP:0, prints "port N", receives one stream
  *   tcp_bench client IP PORT MIB     sends MIB to IP:PORT -> "tcp MB_PER_S"
  * The client sends MIB MiB in 1 MiB writes then half-closes; the server answers one byte once it
@@ -484,7 +487,28 @@ static int allreduce(int n, double mib, int threads) {
     return 0;
 }
 
+/* The memcpy baseline of the shared-memory links: one thread, buffers larger than the caches. */
+static int memcpy_bench(double mib) {
+    size_t bytes = (size_t) (mib * 1048576.0);
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (a == NULL || b == NULL) return 1;
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    double t[5];
+    for (int i = 0; i < 5; i++) {
+        double t0 = now_s();
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+        t[i] = now_s() - t0;
+    }
+    qsort(t, 5, sizeof t[0], cmp_double);
+    printf("memcpy %.3f\n", (double) bytes / t[2] / 1e9);
+    free(a);
+    free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "memcpy") == 0) return memcpy_bench(atof(argv[2]));
     if (argc >= 4 && strcmp(argv[1], "ring") == 0) return ring(atoi(argv[2]), atof(argv[3]));
     if (argc >= 4 && strcmp(argv[1], "allreduce") == 0)
         return allreduce(atoi(argv[2]), atof(argv[3]), argc >= 5 ? atoi(argv[4]) : 1);
@@ -511,6 +535,6 @@ int main(int argc, char **argv) {
         printf("tcp %.1f\n", client(argv[2], atoi(argv[3]), atof(argv[4])));
         return 0;
     }
-    fprintf(stderr, "usage: tcp_bench loop MIB | ring N MIB | allreduce N MIB [1|2] | server IP | client IP PORT MIB\n");
+    fprintf(stderr, "usage: tcp_bench memcpy MIB | loop MIB | ring N MIB | allreduce N MIB [1|2] | server IP | client IP PORT MIB\n");
     return 2;
 }

@@ -2,7 +2,11 @@
  *
  * Both tables are guarded by one mutex, held only for a few field moves. The threads sleep on
  * threadpark words (`send_posted`, `recv_posted`) that posters bump; cancel() and stop() wait on
- * a condvar until a thread has let go of a request it was working on. */
+ * a condvar until a thread has let go of a request it was working on.
+ *
+ * Same host: each direction may move from the socket to a shared-memory pipe after a handshake
+ * of control frames over the socket (docs/allreduce.md, "Shared memory between peers of one
+ * host"); the frames, tables and threads stay the same, only where the bytes go changes. */
 #include "ccoip/peer/ccoip_datalink.h"
 
 #include <pthread.h>
@@ -12,6 +16,7 @@
 #include <string.h>
 
 #include "ccoip/net/ccoip_os.h"
+#include "ccoip/net/ccoip_shmpipe.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/net/ccoip_splice.h"
 #include "log/log.h"
@@ -20,6 +25,19 @@
 
 #define CANCELLED_TAGS 16u
 #define SEAL_BATCH 16 /* sealed records per write: 1 MiB of payload */
+
+/* Control frames: a header whose length field no data frame can carry (data stops at
+ * CCOIP_DATALINK_MAX_FRAME); the tag field holds the kind, the offset field the payload length. */
+#define CTL_LEN 0xFFFFFFFFu
+#define CTL_MAX 128u
+enum { CTL_OFFER = 1, CTL_ACCEPT = 2, CTL_REFUSE = 3, CTL_SWITCH = 4 };
+#define OFFER_VERSION 1u
+#define OFFER_LEN (8u + CCOIP_SHMPIPE_TOKEN + CCOIP_SHM_NAME_MAX) /* version, ring, token, name */
+#define OFFER_WAIT_MS 10000 /* no answer by then: the direction stays on TCP */
+#define SHM_RING_DEFAULT (1u << 20) /* 512 KiB-1 MiB measured best on 2 cores (docs/performance.md) */
+
+/* The send thread's side of the handshake for its own direction. */
+enum { SHM_NONE, SHM_WANT, SHM_WAITING, SHM_DONE };
 
 typedef struct slot {
     reduce_req_t *req; /* NULL: withdrawn by cancel */
@@ -54,6 +72,18 @@ struct ccoip_datalink {
     ccoip_aead_t tx, rx;
     uint8_t *seal_buf, *drop_buf; /* a record's ciphertext; a dropped frame's plaintext */
     bool same_host;        /* the peer's address is a loopback one or ours */
+    /* Shared memory. txp is ours (we write, we created it), rxp the peer's (we read). The flags
+     * below are under the lock; tx_shm and rx_shm also atomic, for the liveness callbacks. */
+    bool shm_allowed;        /* PCCL_SHM != 0, not sealed, the platform has it */
+    int shm_state;           /* SHM_*: our offer (send thread) */
+    size_t shm_ring;
+    int64_t shm_deadline_ms; /* SHM_WAITING until then */
+    uint32_t shm_answer;     /* CTL_ACCEPT or CTL_REFUSE to our offer (recv thread -> send thread) */
+    uint32_t shm_reply;      /* our answer to the peer's offer, for the send thread to send */
+    bool shm_offered_to_us, shm_accepted;
+    bool tx_mapped, rx_mapped;
+    uint32_t tx_shm, rx_shm; /* the direction's frames go through the pipe */
+    ccoip_shmpipe_t txp, rxp;
     uint32_t send_posted, recv_posted; /* threadpark words */
     pthread_t send_thread, recv_thread;
     /* Transfer events (ccoip_datalink_profile); read by the threads under the lock. */
@@ -125,6 +155,9 @@ static void break_with(ccoip_datalink_t *dl, const char *why, bool clean) {
         else
             LOG_WARN("ccoip", "data link %s broken: %s", dl->name, why);
         ccoip_sock_shutdown(dl->fd); /* unblocks the other thread's read or write */
+        /* Wakes our threads parked on the pipes, and tells the other side through the segment. */
+        if (dl->tx_mapped) ccoip_shmpipe_shut(&dl->txp);
+        if (dl->rx_mapped) ccoip_shmpipe_shut(&dl->rxp);
     }
     for (uint32_t i = 0; i < dl->sends.count; i++)
         if (queue_at(&dl->sends, i)->req) complete(queue_at(&dl->sends, i)->req, REDUCE_REQ_FAILED);
@@ -166,6 +199,20 @@ static bool read_all(int fd, void *buf, size_t len) {
     return true;
 }
 
+/* The bytes of the receive direction: from the peer's pipe once it switched, else the socket. */
+static bool rx_read(ccoip_datalink_t *dl, void *buf, size_t len) {
+    if (__atomic_load_n(&dl->rx_shm, __ATOMIC_RELAXED)) return ccoip_shmpipe_read(&dl->rxp, buf, len) == CCOIP_SHMPIPE_OK;
+    return read_all(dl->fd, buf, len);
+}
+
+/* The bytes of the send direction: into our pipe once we switched, else the socket. */
+static bool tx_write(ccoip_datalink_t *dl, ccoip_iov_t *iov, int n, bool more) {
+    if (!__atomic_load_n(&dl->tx_shm, __ATOMIC_RELAXED)) return ccoip_sock_sendv_all(dl->fd, iov, n, more) == CCOIP_OK;
+    for (int i = 0; i < n; i++)
+        if (ccoip_shmpipe_write(&dl->txp, iov[i].base, iov[i].len) != CCOIP_SHMPIPE_OK) return false;
+    return true;
+}
+
 /* Encrypted: the header, then every record sealed into seal_buf, SEAL_BATCH records per write
  * (the header is each record's associated data; a frame of 0 bytes still has one record, so its
  * header is authenticated). */
@@ -197,6 +244,7 @@ static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
     put_u32(header + 16, (uint32_t) s->len);
     if (dl->sealed) return send_sealed(dl, header, s);
     ccoip_iov_t iov[2] = {{header, sizeof header}, {s->buf, s->len}};
+    if (__atomic_load_n(&dl->tx_shm, __ATOMIC_RELAXED)) return tx_write(dl, iov, 2, false);
     if (!s->by_reference || dl->splice.off || s->len == 0) return ccoip_sock_sendv_all(dl->fd, iov, 2, false) == CCOIP_OK;
     if (ccoip_sock_sendv_all(dl->fd, iov, 1, true) != CCOIP_OK) return false;
     size_t sent;
@@ -208,6 +256,201 @@ static bool send_frame(ccoip_datalink_t *dl, const slot_t *s) {
     return ccoip_sock_sendv_all(dl->fd, iov + 1, 1, false) == CCOIP_OK;
 }
 
+/* ---- shared memory: the handshake (docs/allreduce.md) ------------------------------------- */
+
+static void put_ctl_header(uint8_t *h, uint32_t kind, uint32_t plen) {
+    put_u64(h, kind);
+    put_u64(h + 8, plen);
+    put_u32(h + 16, CTL_LEN);
+}
+
+/* Sends a control frame in the send direction's current transport (send thread). */
+static bool send_ctl(ccoip_datalink_t *dl, uint32_t kind, const uint8_t *payload, uint32_t plen) {
+    uint8_t header[CCOIP_DATALINK_HEADER];
+    put_ctl_header(header, kind, plen);
+    ccoip_iov_t iov[2] = {{header, sizeof header}, {(void *) payload, plen}};
+    return tx_write(dl, iov, plen ? 2 : 1, false);
+}
+
+/* The peer is gone when the socket beside the pipes saw its end close (or an error). */
+static bool peer_alive(void *ctx) {
+    ccoip_datalink_t *dl = ctx;
+    return !ccoip_shm_peer_hung_up(dl->fd);
+}
+
+/* Send thread, with the first frame to send: creates our pipe and offers it (over the socket, still our transport). False
+ * only when the socket failed; a pipe that cannot be made leaves the direction on TCP. */
+static bool shm_offer(ccoip_datalink_t *dl) {
+    bool made = ccoip_shmpipe_create(&dl->txp, dl->shm_ring, dl->name);
+    pthread_mutex_lock(&dl->lock);
+    if (!made) {
+        dl->shm_state = SHM_DONE;
+        pthread_mutex_unlock(&dl->lock);
+        LOG_INFO("ccoip", "data link %s stays on TCP: no shared memory segment", dl->name);
+        return true;
+    }
+    ccoip_shmpipe_watch(&dl->txp, peer_alive, dl);
+    dl->tx_mapped = true;
+    if (dl->broken) ccoip_shmpipe_shut(&dl->txp);
+    dl->shm_state = SHM_WAITING;
+    dl->shm_deadline_ms = ccoip_now_ms() + OFFER_WAIT_MS;
+    pthread_mutex_unlock(&dl->lock);
+    uint8_t offer[OFFER_LEN];
+    memset(offer, 0, sizeof offer);
+    put_u32(offer, OFFER_VERSION);
+    put_u32(offer + 4, (uint32_t) dl->shm_ring);
+    memcpy(offer + 8, dl->txp.token, CCOIP_SHMPIPE_TOKEN);
+    snprintf((char *) offer + 8 + CCOIP_SHMPIPE_TOKEN, CCOIP_SHM_NAME_MAX, "%s", ccoip_shmpipe_segment(&dl->txp));
+    return send_ctl(dl, CTL_OFFER, offer, sizeof offer);
+}
+
+/* Send thread, the answer in: accepted, the last frame over the socket is SWITCH and every later
+ * one goes through the pipe. The name goes either way (the peer has it open, or never will). */
+static bool shm_answered(ccoip_datalink_t *dl, uint32_t answer) {
+    bool ok = true;
+    if (answer == CTL_ACCEPT) {
+        ok = send_ctl(dl, CTL_SWITCH, NULL, 0);
+        if (ok) {
+            __atomic_store_n(&dl->tx_shm, 1, __ATOMIC_RELEASE);
+            LOG_INFO("ccoip", "data link %s sends through shared memory (%zu KiB ring)", dl->name, dl->shm_ring >> 10);
+        }
+    } else {
+        LOG_INFO("ccoip", "data link %s stays on TCP: the peer refused shared memory", dl->name);
+    }
+    ccoip_shmpipe_unlink(&dl->txp);
+    return ok;
+}
+
+/* Receive thread: opens the pipe the peer offers (checks its token: the same memory, not another
+ * /dev/shm). True when we take it. */
+static bool shm_accept(ccoip_datalink_t *dl, const uint8_t *offer) {
+    if (!dl->shm_allowed) {
+        LOG_INFO("ccoip", "data link %s: refusing the peer's shared memory (PCCL_SHM=0, sealed, or no support here)",
+                 dl->name);
+        return false;
+    }
+    char seg[CCOIP_SHM_NAME_MAX];
+    memcpy(seg, offer + 8 + CCOIP_SHMPIPE_TOKEN, sizeof seg);
+    seg[sizeof seg - 1] = 0;
+    if (get_u32(offer) != OFFER_VERSION) {
+        LOG_INFO("ccoip", "data link %s: refusing a shared memory offer of version %u", dl->name, get_u32(offer));
+        return false;
+    }
+    if (!ccoip_shmpipe_open(&dl->rxp, seg, get_u32(offer + 4), offer + 8, dl->name)) return false;
+    ccoip_shmpipe_unlink(&dl->rxp); /* we have it open: the name can go */
+    ccoip_shmpipe_watch(&dl->rxp, peer_alive, dl);
+    pthread_mutex_lock(&dl->lock);
+    dl->rx_mapped = true;
+    if (dl->broken) ccoip_shmpipe_shut(&dl->rxp);
+    pthread_mutex_unlock(&dl->lock);
+    return true;
+}
+
+/* Receive thread: one control frame (header read). False when the link broke. */
+static bool recv_ctl(ccoip_datalink_t *dl, uint64_t kind, uint64_t plen) {
+    uint8_t payload[CTL_MAX];
+    const char *bad = NULL;
+    if (plen > CTL_MAX) {
+        LOG_ERROR("ccoip", "data link %s: a control frame of %llu bytes (at most %u)", dl->name,
+                  (unsigned long long) plen, CTL_MAX);
+        pthread_mutex_lock(&dl->lock);
+        break_locked(dl, NULL);
+        pthread_mutex_unlock(&dl->lock);
+        return false;
+    }
+    if (!rx_read(dl, payload, (size_t) plen)) {
+        pthread_mutex_lock(&dl->lock);
+        break_locked(dl, "connection closed mid-frame");
+        pthread_mutex_unlock(&dl->lock);
+        return false;
+    }
+    pthread_mutex_lock(&dl->lock);
+    switch (kind) {
+    case CTL_OFFER:
+        if (plen != OFFER_LEN || dl->shm_offered_to_us) {
+            bad = "a second or malformed shared memory offer";
+            break;
+        }
+        dl->shm_offered_to_us = true;
+        pthread_mutex_unlock(&dl->lock);
+        bool taken = shm_accept(dl, payload);
+        pthread_mutex_lock(&dl->lock);
+        dl->shm_accepted = taken;
+        dl->shm_reply = taken ? CTL_ACCEPT : CTL_REFUSE;
+        bump(&dl->send_posted);
+        break;
+    case CTL_SWITCH:
+        if (plen != 0 || !dl->shm_accepted || dl->rx_shm) {
+            bad = "a switch to shared memory that was not agreed";
+            break;
+        }
+        __atomic_store_n(&dl->rx_shm, 1, __ATOMIC_RELEASE); /* every later frame comes through the pipe */
+        break;
+    case CTL_ACCEPT:
+    case CTL_REFUSE:
+        if (plen != 0 || dl->shm_state == SHM_NONE || dl->shm_state == SHM_WANT) {
+            bad = "an answer to a shared memory offer we did not make";
+            break;
+        }
+        if (dl->shm_state == SHM_WAITING) { /* later than OFFER_WAIT_MS: we went on over TCP */
+            dl->shm_answer = (uint32_t) kind;
+            bump(&dl->send_posted);
+        }
+        break;
+    default:
+        bad = "a control frame of an unknown kind";
+    }
+    if (bad != NULL) {
+        LOG_ERROR("ccoip", "data link %s: %s (kind %llu, %llu bytes)", dl->name, bad, (unsigned long long) kind,
+                  (unsigned long long) plen);
+        break_locked(dl, NULL);
+    }
+    bool ok = !dl->broken;
+    pthread_mutex_unlock(&dl->lock);
+    return ok;
+}
+
+/* Send thread, lock held: the handshake's work, if any is due. True when it did some (look at
+ * the state again); false when there is none, or the link broke (dl->broken tells). */
+static bool shm_step(ccoip_datalink_t *dl) {
+    bool ok = true;
+    if (dl->shm_reply != 0) {
+        uint32_t kind = dl->shm_reply;
+        dl->shm_reply = 0;
+        pthread_mutex_unlock(&dl->lock);
+        ok = send_ctl(dl, kind, NULL, 0);
+        pthread_mutex_lock(&dl->lock);
+    } else if (dl->shm_state == SHM_WANT && dl->sends.count > 0) {
+        /* Offered with the first frame to send, not at start: a direction that never carries data
+         * (the reverse one of a ring's link) costs no segment. */
+        pthread_mutex_unlock(&dl->lock);
+        ok = shm_offer(dl);
+        pthread_mutex_lock(&dl->lock);
+    } else if (dl->shm_state == SHM_WAITING && dl->shm_answer != 0) {
+        uint32_t answer = dl->shm_answer;
+        pthread_mutex_unlock(&dl->lock);
+        ok = shm_answered(dl, answer);
+        pthread_mutex_lock(&dl->lock);
+        dl->shm_state = SHM_DONE;
+    } else if (dl->shm_state == SHM_WAITING) {
+        int64_t left = dl->shm_deadline_ms - ccoip_now_ms();
+        if (left <= 0) {
+            dl->shm_state = SHM_DONE;
+            LOG_INFO("ccoip", "data link %s stays on TCP: no answer to the shared memory offer", dl->name);
+            ccoip_shmpipe_unlink(&dl->txp);
+            return true;
+        }
+        uint32_t seen = __atomic_load_n(&dl->send_posted, __ATOMIC_ACQUIRE);
+        pthread_mutex_unlock(&dl->lock);
+        tpark_wait(&dl->send_posted, seen, left * 1000000);
+        pthread_mutex_lock(&dl->lock);
+    } else {
+        return false;
+    }
+    if (!ok) break_locked(dl, "send failed (peer gone?)");
+    return !dl->broken;
+}
+
 static void *send_main(void *arg) {
     ccoip_datalink_t *dl = arg;
     ccoip_os_name_thread("pccl-dl-send");
@@ -215,7 +458,10 @@ static void *send_main(void *arg) {
     ccoip_os_thread_block_sigpipe();
     pthread_mutex_lock(&dl->lock);
     for (;;) {
-        while (!dl->broken && (dl->sends.count == 0 || queue_at(&dl->sends, 0)->req == NULL)) {
+        /* Data frames wait while our offer is out: the handshake comes first. */
+        while (!dl->broken && shm_step(dl)) {
+        }
+        if (!dl->broken && (dl->sends.count == 0 || queue_at(&dl->sends, 0)->req == NULL)) {
             if (dl->sends.count) {
                 queue_pop_front(&dl->sends); /* withdrawn by cancel */
                 continue;
@@ -224,6 +470,7 @@ static void *send_main(void *arg) {
             pthread_mutex_unlock(&dl->lock);
             tpark_wait(&dl->send_posted, seen, -1);
             pthread_mutex_lock(&dl->lock);
+            continue;
         }
         if (dl->broken) break;
         dl->send_current = *queue_at(&dl->sends, 0);
@@ -284,13 +531,13 @@ static bool recv_sealed(ccoip_datalink_t *dl, const uint8_t *header, uint8_t *ds
 
 /* Reads a frame's payload (dst NULL: drops it). */
 static bool read_payload(ccoip_datalink_t *dl, const uint8_t *header, void *dst, size_t len) {
-    return dl->sealed ? recv_sealed(dl, header, dst, len) : read_all(dl->fd, dst, len);
+    return dl->sealed ? recv_sealed(dl, header, dst, len) : rx_read(dl, dst, len);
 }
 
 /* Receives one frame; false when the link is broken or stopping. */
 static bool recv_frame(ccoip_datalink_t *dl) {
     uint8_t header[CCOIP_DATALINK_HEADER];
-    if (!read_all(dl->fd, header, sizeof header)) {
+    if (!rx_read(dl, header, sizeof header)) {
         pthread_mutex_lock(&dl->lock);
         break_with(dl, "connection closed", dl->recvs.count == 0 && dl->sends.count == 0);
         pthread_mutex_unlock(&dl->lock);
@@ -298,6 +545,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
     }
     uint64_t tag = get_u64(header), offset = get_u64(header + 8);
     uint32_t len = get_u32(header + 16);
+    if (len == CTL_LEN && !dl->sealed) return recv_ctl(dl, tag, offset);
     pthread_mutex_lock(&dl->lock);
     if (len > CCOIP_DATALINK_MAX_FRAME) {
         LOG_ERROR("ccoip", "data link %s: frame of %u bytes over the %u limit", dl->name, len,
@@ -485,6 +733,10 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_ses
     }
     dl->same_host = ccoip_sock_same_host(fd);
     ccoip_sock_tune_data_link(fd, dl->same_host);
+    const char *env = getenv("PCCL_SHM"), *ring = getenv("PCCL_SHM_RING_KIB");
+    dl->shm_allowed = !dl->sealed && ccoip_shm_supported() && !(env && strcmp(env, "0") == 0);
+    dl->shm_ring = ccoip_shmpipe_ring_size(ring && *ring ? (size_t) strtoul(ring, NULL, 10) << 10 : SHM_RING_DEFAULT);
+    dl->shm_state = dl->shm_allowed && dl->same_host ? SHM_WANT : SHM_NONE;
     dl->fd = fd;
     ccoip_splice_init(&dl->splice);
     snprintf(dl->name, sizeof dl->name, "%s", name ? name : "?");
@@ -518,8 +770,20 @@ void ccoip_datalink_stop(ccoip_datalink_t *dl) {
     pthread_join(dl->recv_thread, NULL);
     /* Requests the threads were working on when the socket went down were completed by them. */
     ccoip_splice_close(&dl->splice);
+    if (dl->tx_mapped) ccoip_shmpipe_close(&dl->txp);
+    if (dl->rx_mapped) ccoip_shmpipe_close(&dl->rxp);
     unseal(dl);
     pthread_cond_destroy(&dl->released);
     pthread_mutex_destroy(&dl->lock);
     free(dl);
+}
+
+bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx) {
+    ccoip_datalink_t *m = (ccoip_datalink_t *) dl;
+    pthread_mutex_lock(&m->lock);
+    bool done = m->shm_state != SHM_WAITING && !(m->shm_state == SHM_WANT && m->sends.count > 0);
+    *tx = __atomic_load_n(&m->tx_shm, __ATOMIC_ACQUIRE) != 0;
+    *rx = __atomic_load_n(&m->rx_shm, __ATOMIC_ACQUIRE) != 0;
+    pthread_mutex_unlock(&m->lock);
+    return done;
 }

@@ -9,7 +9,13 @@
  *
  * Posted requests live in fixed tables (CCOIP_DATALINK_QUEUE per direction): no allocation after
  * ccoip_datalink_start. Any socket error, a malformed frame or ccoip_datalink_stop breaks the
- * link: every pending request fails and later posts are refused. */
+ * link: every pending request fails and later posts are refused.
+ *
+ * Same host (Linux): unless PCCL_SHM=0, each side offers the other a shared-memory pipe for its
+ * send direction with its first frame to send (control frames over the socket,
+ * docs/allreduce.md); an accepted
+ * direction carries its frames through the pipe (two memcpys per byte, no system call in steady
+ * state) and the socket stays open as the liveness channel. Sealed links stay on TCP. */
 #ifndef CCOIP_DATALINK_H
 #define CCOIP_DATALINK_H
 
@@ -55,6 +61,10 @@ void ccoip_datalink_profile(ccoip_datalink_t *dl, const pprof_t *prof, uint32_t 
 
 /* True once the link is broken (peer gone, bad frame, stopped). */
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
+
+/* Which directions run over shared memory (*tx: our sends, *rx: our receives). Returns false
+ * while our offer is due or unanswered (the answer may still move *tx). */
+bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx);
 
 /* The link for reduce_ring_params_t.next / .prev. */
 reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl);

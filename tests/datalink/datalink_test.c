@@ -1,6 +1,7 @@
-/* The TCP data link under the ring all-reduce: N peers on threads, each pair of neighbours joined
+/* The data link under the ring all-reduce: N peers on threads, each pair of neighbours joined
  * by a real loopback TCP connection, every byte checked; broken peers, aborts, malformed frames
- * and late frames of cancelled collectives. */
+ * and late frames of cancelled collectives. The rings run twice: over TCP (PCCL_SHM=0) and over
+ * the shared-memory pipes the links agree on by themselves (checked: every link switched). */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ccoip/net/ccoip_shm.h"
 #include "ccoip/peer/ccoip_datalink.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
@@ -62,6 +64,16 @@ typedef struct peer {
 
 /* Rings send by reference (vmsplice) in main's second pass, by copy in its first. */
 static int rings_by_reference;
+/* The links of this pass switch to shared memory (PCCL_SHM unset on Linux). */
+static int rings_shm;
+/* Off for rings whose peers are killed: a link may die before its handshake ends. */
+static int ring_check_transport = 1;
+
+/* Which directions of dl run over shared memory, once its handshake has ended (5 s at most). */
+static void link_shm(ccoip_datalink_t *dl, bool *tx, bool *rx) {
+    for (int i = 0; i < 500 && !ccoip_datalink_shm(dl, tx, rx); i++) usleep(10 * 1000);
+    CHECK(ccoip_datalink_shm(dl, tx, rx));
+}
 
 typedef struct ring {
     uint32_t n;
@@ -87,6 +99,14 @@ static void ring_open(ring_t *g, uint32_t n) {
 }
 
 static void ring_close(ring_t *g) {
+    for (uint32_t i = 0; i < g->n && ring_check_transport; i++) {
+        /* The ring's direction of every link: shared memory in the shm pass, TCP otherwise; the
+         * reverse direction carried nothing, so it never offered. */
+        bool tx, rx, ptx, prx;
+        link_shm(g->peers[i].tx, &tx, &rx);
+        link_shm(g->peers[(i + 1) % g->n].rx, &ptx, &prx);
+        CHECK(tx == (rings_shm != 0) && prx == (rings_shm != 0) && !rx && !ptx);
+    }
     for (uint32_t i = 0; i < g->n; i++) {
         ccoip_datalink_stop(g->peers[i].tx);
         ccoip_datalink_stop(g->peers[i].rx);
@@ -251,7 +271,9 @@ static void peer_dies(uint32_t n, int raise_abort) {
         if (r < 3 || raise_abort) CHECK(g.peers[r].t_end - k.t_kill < 2.0);
     }
     for (uint32_t r = 0; r < n; r++) free(bufs[r]);
+    ring_check_transport = 0;
     ring_close(&g);
+    ring_check_transport = 1;
 }
 
 /* A raw socket feeds one data link. */
@@ -263,9 +285,11 @@ typedef struct raw {
 
 static void raw_open(raw_t *t) {
     memset(t, 0, sizeof *t);
+    setenv("PCCL_SHM", "0", 1); /* the raw end speaks frames only: no shared memory offer to it */
     tcp_pair(&t->raw_fd, &t->link_fd);
     t->dl = ccoip_datalink_start(t->link_fd, "raw", NULL);
     REQUIRE(t->dl);
+    unsetenv("PCCL_SHM");
 }
 
 static void raw_close(raw_t *t) {
@@ -417,7 +441,11 @@ static void send_by_reference_to_closed_peer(void) {
 }
 
 int main(void) {
-    for (rings_by_reference = 0; rings_by_reference <= 1; rings_by_reference++) {
+    for (int pass = 0; pass < 4; pass++) {
+        rings_by_reference = pass & 1;
+        rings_shm = (pass >> 1) && ccoip_shm_supported();
+        if (pass >> 1) unsetenv("PCCL_SHM");
+        else setenv("PCCL_SHM", "0", 1);
         for (uint32_t n = 2; n <= 4; n++) {
             exact_results(n, 1, 0);
             exact_results(n, n - 1, 0);
@@ -430,6 +458,7 @@ int main(void) {
         peer_dies(4, 1);
         peer_dies(4, 0);
     }
+    unsetenv("PCCL_SHM");
     malformed_frames();
     one_frame_by_reference(1);
     one_frame_by_reference(0);

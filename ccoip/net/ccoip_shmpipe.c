@@ -1,0 +1,221 @@
+/* ccoip_shmpipe.c: the SPSC byte pipe in shared memory (ccoip_shmpipe.h). */
+#include "ccoip/net/ccoip_shmpipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log/log.h"
+#include "threadpark/threadpark_shared.h"
+
+#define MAGIC UINT64_C(0x70636366686d7031) /* "pccfhmp1" */
+#define VERSION 1u
+#define CHUNK_MAX (256u << 10) /* the writer publishes at least this often: the reader overlaps */
+#define SPIN_DEFAULT 0u        /* polls before parking (PCCL_SHM_SPIN); see docs/performance.md */
+
+/* The header page. Each side writes its own line only (the closed flag aside). */
+struct ccoip_shmpipe_hdr {
+    uint64_t magic;
+    uint32_t version, ring_kib;
+    uint8_t token[CCOIP_SHMPIPE_TOKEN];
+    uint8_t pad0[32];
+    /* The writer's line. */
+    uint64_t head;           /* bytes written, ever */
+    uint32_t data_seq;       /* the reader parks here; the writer bumps it when reader_waiting */
+    uint32_t writer_waiting; /* the writer is (about to be) parked on space_seq */
+    uint8_t pad1[48];
+    /* The reader's line. */
+    uint64_t tail;           /* bytes consumed, ever */
+    uint32_t space_seq;      /* the writer parks here */
+    uint32_t reader_waiting;
+    uint8_t pad2[48];
+    uint32_t closed; /* either side: the pipe is done */
+};
+_Static_assert(sizeof(struct ccoip_shmpipe_hdr) <= CCOIP_SHMPIPE_HEADER, "header page");
+_Static_assert(offsetof(struct ccoip_shmpipe_hdr, head) == 64 && offsetof(struct ccoip_shmpipe_hdr, tail) == 128,
+               "one cache line per side");
+
+size_t ccoip_shmpipe_ring_size(size_t want) {
+    size_t r = CCOIP_SHMPIPE_RING_MIN;
+    while (r < CCOIP_SHMPIPE_RING_MAX && r * 2 <= want) r *= 2;
+    return r;
+}
+
+static bool ring_size_ok(size_t r) { return r >= CCOIP_SHMPIPE_RING_MIN && r <= CCOIP_SHMPIPE_RING_MAX && (r & (r - 1)) == 0; }
+
+static void setup(ccoip_shmpipe_t *p, const char *name) {
+    p->h = p->shm.base;
+    p->ring = (uint8_t *) p->shm.base + CCOIP_SHMPIPE_HEADER;
+    p->pos = 0;
+    p->shut = 0;
+    p->alive = NULL;
+    p->alive_ctx = NULL;
+    const char *s = getenv("PCCL_SHM_SPIN");
+    p->spin = s && *s ? (uint32_t) strtoul(s, NULL, 10) : SPIN_DEFAULT;
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "?");
+}
+
+bool ccoip_shmpipe_create(ccoip_shmpipe_t *p, size_t ring_size, const char *name) {
+    memset(p, 0, sizeof *p);
+    if (!ring_size_ok(ring_size)) return false;
+    uint8_t token[CCOIP_SHMPIPE_TOKEN];
+    if (!ccoip_shm_random(token, sizeof token)) return false;
+    if (!ccoip_shm_create(&p->shm, CCOIP_SHMPIPE_HEADER + ring_size)) return false;
+    p->ring_size = ring_size;
+    setup(p, name);
+    memcpy(p->token, token, sizeof token);
+    memcpy(p->h->token, token, sizeof token);
+    p->h->version = VERSION;
+    p->h->ring_kib = (uint32_t) (ring_size >> 10);
+    __atomic_store_n(&p->h->magic, MAGIC, __ATOMIC_RELEASE);
+    return true;
+}
+
+bool ccoip_shmpipe_open(ccoip_shmpipe_t *p, const char *seg_name, size_t ring_size,
+                        const uint8_t token[CCOIP_SHMPIPE_TOKEN], const char *name) {
+    memset(p, 0, sizeof *p);
+    if (!ring_size_ok(ring_size)) {
+        LOG_INFO("ccoip", "shared memory for %s: a ring of %zu bytes is not one we take", name, ring_size);
+        return false;
+    }
+    if (!ccoip_shm_open(&p->shm, seg_name, CCOIP_SHMPIPE_HEADER + ring_size)) return false;
+    p->ring_size = ring_size;
+    setup(p, name);
+    const struct ccoip_shmpipe_hdr *h = p->h;
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != MAGIC || h->version != VERSION ||
+        h->ring_kib != (uint32_t) (ring_size >> 10) || memcmp(h->token, token, CCOIP_SHMPIPE_TOKEN) != 0 ||
+        __atomic_load_n(&h->head, __ATOMIC_ACQUIRE) != 0) {
+        LOG_INFO("ccoip", "shared memory for %s: the segment is not the one offered (token or header differ)", p->name);
+        ccoip_shm_close(&p->shm);
+        p->h = NULL;
+        return false;
+    }
+    memcpy(p->token, token, CCOIP_SHMPIPE_TOKEN);
+    return true;
+}
+
+const char *ccoip_shmpipe_segment(const ccoip_shmpipe_t *p) { return p->shm.name; }
+
+void ccoip_shmpipe_unlink(ccoip_shmpipe_t *p) { ccoip_shm_unlink(&p->shm); }
+
+void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, ccoip_shmpipe_alive_fn alive, void *ctx) {
+    p->alive = alive;
+    p->alive_ctx = ctx;
+}
+
+static bool is_closed(const ccoip_shmpipe_t *p) {
+    return __atomic_load_n(&p->shut, __ATOMIC_ACQUIRE) || __atomic_load_n(&p->h->closed, __ATOMIC_ACQUIRE);
+}
+
+/* Waits until *counter moves off `value`: a bounded spin, then parks on seq (announced in
+ * *waiting, so that the other side wakes us) for one tick, after which alive() is asked. Returns
+ * OK (look again: moved, woken or a tick passed) or GONE. */
+static int park(ccoip_shmpipe_t *p, uint32_t *seq, uint32_t *waiting, const uint64_t *counter, uint64_t value) {
+    for (uint32_t i = 0; i < p->spin; i++) {
+        if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) != value || is_closed(p)) return CCOIP_SHMPIPE_OK;
+        tpark_cpu_relax();
+    }
+    uint32_t s = __atomic_load_n(seq, __ATOMIC_SEQ_CST);
+    __atomic_store_n(waiting, 1, __ATOMIC_SEQ_CST);
+    int rc = CCOIP_SHMPIPE_OK;
+    /* After announcing: either we see the other side's store, or it sees our flag and wakes us. */
+    if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && !is_closed(p) &&
+        tpark_wait_shared(seq, s, (int64_t) CCOIP_SHMPIPE_TICK_MS * 1000000) == TPARK_TIMEOUT &&
+        __atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && p->alive != NULL && !p->alive(p->alive_ctx))
+        rc = CCOIP_SHMPIPE_GONE;
+    __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* After publishing: wake the other side if it said that it sleeps. */
+static void signal_other(uint32_t *seq, const uint32_t *waiting) {
+    if (__atomic_load_n(waiting, __ATOMIC_SEQ_CST) == 0) return;
+    __atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
+    tpark_wake_shared(seq);
+}
+
+static int corrupt(const ccoip_shmpipe_t *p, const char *what, uint64_t v) {
+    LOG_ERROR("ccoip", "shared memory for %s: %s %llu is impossible at our %llu (ring %llu): the other side is "
+              "broken or hostile", p->name, what, (unsigned long long) v, (unsigned long long) p->pos,
+              (unsigned long long) p->ring_size);
+    return CCOIP_SHMPIPE_CORRUPT;
+}
+
+int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len) {
+    struct ccoip_shmpipe_hdr *h = p->h;
+    const uint8_t *src = buf;
+    const uint64_t mask = p->ring_size - 1;
+    size_t chunk = p->ring_size / 4 < CHUNK_MAX ? p->ring_size / 4 : CHUNK_MAX;
+    while (len > 0) {
+        if (is_closed(p)) return CCOIP_SHMPIPE_CLOSED;
+        uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+        uint64_t used = p->pos - tail;
+        if (used > p->ring_size) return corrupt(p, "tail", tail);
+        if (used == p->ring_size) {
+            int rc = park(p, &h->space_seq, &h->writer_waiting, &h->tail, tail);
+            if (rc != CCOIP_SHMPIPE_OK) return rc;
+            continue;
+        }
+        size_t n = (size_t) (p->ring_size - used);
+        if (n > len) n = len;
+        if (n > chunk) n = chunk;
+        size_t at = (size_t) (p->pos & mask), first = p->ring_size - at < n ? (size_t) (p->ring_size - at) : n;
+        memcpy(p->ring + at, src, first);
+        memcpy(p->ring, src + first, n - first);
+        p->pos += n;
+        src += n;
+        len -= n;
+        __atomic_store_n(&h->head, p->pos, __ATOMIC_SEQ_CST);
+        signal_other(&h->data_seq, &h->reader_waiting);
+    }
+    return CCOIP_SHMPIPE_OK;
+}
+
+int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len) {
+    struct ccoip_shmpipe_hdr *h = p->h;
+    uint8_t *dst = buf;
+    const uint64_t mask = p->ring_size - 1;
+    while (len > 0) {
+        if (is_closed(p)) return CCOIP_SHMPIPE_CLOSED;
+        uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
+        uint64_t avail = head - p->pos;
+        if (avail > p->ring_size) return corrupt(p, "head", head);
+        if (avail == 0) {
+            int rc = park(p, &h->data_seq, &h->reader_waiting, &h->head, head);
+            if (rc != CCOIP_SHMPIPE_OK) return rc;
+            continue;
+        }
+        size_t n = avail < len ? (size_t) avail : len;
+        if (dst != NULL) {
+            size_t at = (size_t) (p->pos & mask), first = p->ring_size - at < n ? (size_t) (p->ring_size - at) : n;
+            memcpy(dst, p->ring + at, first);
+            memcpy(dst + first, p->ring, n - first);
+            dst += n;
+        }
+        p->pos += n;
+        len -= n;
+        __atomic_store_n(&h->tail, p->pos, __ATOMIC_SEQ_CST);
+        signal_other(&h->space_seq, &h->writer_waiting);
+    }
+    return CCOIP_SHMPIPE_OK;
+}
+
+void ccoip_shmpipe_shut(ccoip_shmpipe_t *p) {
+    struct ccoip_shmpipe_hdr *h = p->h;
+    if (h == NULL) return;
+    __atomic_store_n(&p->shut, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->closed, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&h->data_seq, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&h->space_seq, 1, __ATOMIC_SEQ_CST);
+    tpark_wake_shared(&h->data_seq);
+    tpark_wake_shared(&h->space_seq);
+}
+
+void ccoip_shmpipe_close(ccoip_shmpipe_t *p) {
+    if (p->shm.base != NULL) ccoip_shm_close(&p->shm);
+    p->h = NULL;
+    p->ring = NULL;
+}
+
+uint64_t *ccoip_shmpipe_head_word(ccoip_shmpipe_t *p) { return &p->h->head; }
+uint64_t *ccoip_shmpipe_tail_word(ccoip_shmpipe_t *p) { return &p->h->tail; }

@@ -1,0 +1,96 @@
+/* ccoip_shmpipe.h: a single-producer/single-consumer byte pipe in shared memory, one direction of
+ * a same-host data link (docs/allreduce.md, "Shared memory between peers of one host").
+ *
+ * The segment (ccoip_shm.h) holds a header page and a ring of ring_size bytes (a power of two).
+ * The writer copies the poster's bytes into the ring and publishes `head` (bytes written, ever);
+ * the reader copies from the ring straight into the receive's buffer and publishes `tail` (bytes
+ * consumed). Both counters sit on their own cache lines; a side that finds nothing to do spins a
+ * little, then parks on a futex word in the segment (threadpark_shared.h) that the other side
+ * bumps only when the parked side said that it sleeps: no system call in steady state.
+ *
+ * The other process is not trusted: a head or tail that no honest peer can write (more than a
+ * ring apart from our own counter) fails the call with CCOIP_SHMPIPE_CORRUPT and one log line;
+ * every copy is masked into the ring, so nothing read from the segment can move a copy outside
+ * it. A parked side wakes every CCOIP_SHMPIPE_TICK_MS to ask the owner's alive() callback
+ * whether the other process still lives (the data link asks its TCP socket).
+ *
+ * Calls never allocate. One writer thread and one reader thread per pipe; ccoip_shmpipe_shut may
+ * come from any thread. */
+#ifndef CCOIP_SHMPIPE_H
+#define CCOIP_SHMPIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/net/ccoip_shm.h"
+
+#define CCOIP_SHMPIPE_TOKEN 16
+#define CCOIP_SHMPIPE_HEADER 4096u                  /* the header page before the ring */
+#define CCOIP_SHMPIPE_RING_MIN (64u << 10)
+#define CCOIP_SHMPIPE_RING_MAX (64u << 20)
+#define CCOIP_SHMPIPE_TICK_MS 100                   /* a parked side asks alive() this often */
+
+enum {
+    CCOIP_SHMPIPE_OK = 0,
+    CCOIP_SHMPIPE_CLOSED = 1,  /* shut here or by the other side */
+    CCOIP_SHMPIPE_GONE = 2,    /* alive() said the other side is gone */
+    CCOIP_SHMPIPE_CORRUPT = 3, /* a counter no honest peer writes (logged) */
+};
+
+typedef bool (*ccoip_shmpipe_alive_fn)(void *ctx);
+
+typedef struct ccoip_shmpipe {
+    ccoip_shm_t shm;
+    struct ccoip_shmpipe_hdr *h; /* NULL: not mapped */
+    uint8_t *ring;
+    uint64_t ring_size, pos;     /* pos: our own counter (the writer's head, the reader's tail) */
+    uint32_t spin;               /* polls before parking */
+    uint32_t shut;               /* set by ccoip_shmpipe_shut (atomic) */
+    uint8_t token[CCOIP_SHMPIPE_TOKEN];
+    ccoip_shmpipe_alive_fn alive;
+    void *alive_ctx;
+    char name[64];               /* for log lines */
+} ccoip_shmpipe_t;
+
+/* A ring size from a request in bytes: rounded down to a power of two within [MIN, MAX]. */
+size_t ccoip_shmpipe_ring_size(size_t want);
+
+/* The writer's side: creates and maps a segment with a ring of ring_size bytes (a power of two
+ * within [MIN, MAX]) and a fresh random token. False (logged at info) when the system refuses. */
+bool ccoip_shmpipe_create(ccoip_shmpipe_t *p, size_t ring_size, const char *name);
+
+/* The reader's side: opens the segment seg_name and checks that it is one (magic, version, ring
+ * size, token): proof that it is the memory the writer created, not another /dev/shm. False
+ * (logged at info) otherwise. */
+bool ccoip_shmpipe_open(ccoip_shmpipe_t *p, const char *seg_name, size_t ring_size,
+                        const uint8_t token[CCOIP_SHMPIPE_TOKEN], const char *name);
+
+/* The segment's name ("" once removed) and its token, for the offer. */
+const char *ccoip_shmpipe_segment(const ccoip_shmpipe_t *p);
+
+/* Removes the segment's name; the mappings stay. */
+void ccoip_shmpipe_unlink(ccoip_shmpipe_t *p);
+
+/* The liveness check a parked side runs every tick (NULL: none). Set before the first use. */
+void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, ccoip_shmpipe_alive_fn alive, void *ctx);
+
+/* Writes len bytes (blocking while the ring is full). CCOIP_SHMPIPE_OK or why not. */
+int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len);
+
+/* Reads exactly len bytes into buf (NULL: reads and drops them), blocking while the ring is
+ * empty. CCOIP_SHMPIPE_OK or why not. */
+int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len);
+
+/* Closes the pipe for both sides: marks it closed in the segment and here, and wakes every
+ * thread parked on it, in both processes. Any thread; no-op when not mapped. */
+void ccoip_shmpipe_shut(ccoip_shmpipe_t *p);
+
+/* Unmaps (after the threads that use it are done). */
+void ccoip_shmpipe_close(ccoip_shmpipe_t *p);
+
+/* Test hooks: the segment's head and tail, to write garbage into them. */
+uint64_t *ccoip_shmpipe_head_word(ccoip_shmpipe_t *p);
+uint64_t *ccoip_shmpipe_tail_word(ccoip_shmpipe_t *p);
+
+#endif /* CCOIP_SHMPIPE_H */
