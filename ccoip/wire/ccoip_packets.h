@@ -16,8 +16,10 @@
 #include "ccoip_inet.h"
 
 #define CCOIP_MAGIC 0x43434F50u /* "CCOP" */
-/* 2: every connection proves the run's secret (HELLO's nonce, HELLO_ACK's MAC, AUTH) */
-#define CCOIP_PROTOCOL_VERSION 2u
+/* 2: every connection proves the run's secret (HELLO's nonce, HELLO_ACK's MAC, AUTH)
+ * 3: data links may switch to shared memory by control frames (length 0xFFFFFFFF), which a
+ *    version-2 peer would take for an oversized frame */
+#define CCOIP_PROTOCOL_VERSION 3u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
