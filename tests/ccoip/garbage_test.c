@@ -34,7 +34,8 @@ static size_t frame(uint8_t *out, uint32_t len, uint16_t type) {
     return 6;
 }
 
-/* A version 2 HELLO without a secret: magic, version, role, uuid, flags 0, nonce. */
+#define PROTO 3 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
+/* A HELLO without a secret: magic, version, role, uuid, flags 0, nonce. */
 #define HELLO_LEN 56
 #define ACK_LEN (6 + 88)
 static size_t hello(uint8_t *out, uint16_t version, uint8_t role) {
@@ -116,16 +117,16 @@ int main(int argc, char **argv) {
     expect_closed(port, b, n, false, "unknown type");
     n = frame(b, 0, 0x0000);
     expect_closed(port, b, n, false, "type 0");
-    n = hello(b, 2, 1);
+    n = hello(b, PROTO, 1);
     expect_closed(port, b, 12, true, "truncated HELLO, then close");
     expect_closed(port, b, 3, true, "truncated header, then close");
     expect_closed(port, b, 12, false, "truncated HELLO, then silence");
     n = frame(b, 5, 0x0001);
     memcpy(b + n, "hello", 5);
     expect_closed(port, b, n + 5, false, "short HELLO payload");
-    n = hello(b, 2, 9);
+    n = hello(b, PROTO, 9);
     expect_closed(port, b, n, false, "bad role value");
-    n = hello(b, 2, 2);
+    n = hello(b, PROTO, 2);
     expect_closed(port, b, n, false, "p2p role at the master");
     run_goes_on("framing garbage");
 
@@ -144,7 +145,7 @@ int main(int argc, char **argv) {
      * second HELLO, a master-to-peer packet. */
     const uint16_t after_hello[] = {0x0101, 0x0102, 0x0001, 0x0203};
     for (int i = 0; i < 4; i++) {
-        n = hello(b, 2, 1);
+        n = hello(b, PROTO, 1);
         size_t k = frame(b + n, after_hello[i] == 0x0101 ? 10 : after_hello[i] == 0x0001 ? HELLO_LEN : 0, after_hello[i]);
         size_t extra = after_hello[i] == 0x0101 ? 10 : after_hello[i] == 0x0001 ? HELLO_LEN : 0;
         memset(b + n + k, 0, extra);
@@ -157,7 +158,7 @@ int main(int argc, char **argv) {
         expect_closed(port, b, n + k + extra, false, "nonsense after the handshake");
     }
     /* A registered (not yet accepted) peer that votes. */
-    n = hello(b, 2, 1);
+    n = hello(b, PROTO, 1);
     n += frame(b + n, 10, 0x0101);
     memset(b + n, 0, 10);
     b[n + 4] = 0xbc; /* p2p port 48128: never connected to, the peer is dropped first */
@@ -190,7 +191,7 @@ int main(int argc, char **argv) {
     expect_closed(p2p_port, junk, sizeof junk - 1, false, "garbage on p2p");
     n = frame(b, 0xffffffffu, 0x0001);
     expect_closed(p2p_port, b, n, false, "4 GiB on p2p");
-    n = hello(b, 2, 2); /* role p2p, a UUID the master never announced */
+    n = hello(b, PROTO, 2); /* role p2p, a UUID the master never announced */
     fd = h_tcp_connect(p2p_port);
     REQUIRE(fd >= 0);
     send_all(fd, b, n);
