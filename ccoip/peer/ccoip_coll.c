@@ -339,10 +339,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                                    .probe = ccoip_prof_ring(comm, op, &ring_prof)};
         bool same_host = false;
         ccoip_stripe_t txs, rxs; /* used while the ring runs */
-        if (op->tx_width > 1 || op->rx_width > 1) {
-            rp.window = ccoip_stripe_window(op->tx_width > op->rx_width ? op->tx_width : op->rx_width);
-            rp.subchunk_bytes = ccoip_stripe_subchunk();
-        }
+        if (op->tx_width > 1 || op->rx_width > 1) rp.window = ccoip_stripe_window(op->tx_width > op->rx_width ? op->tx_width : op->rx_width);
         pthread_mutex_lock(&comm->colls.lock);
         bool ready = streams_ready(comm, op, &txs, &rxs, &rp.next, &rp.prev, &same_host);
         pthread_mutex_unlock(&comm->colls.lock);

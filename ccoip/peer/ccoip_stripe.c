@@ -18,12 +18,6 @@ uint32_t ccoip_stripe_window(uint32_t width) {
     return w > REDUCE_RING_MAX_WINDOW ? REDUCE_RING_MAX_WINDOW : w;
 }
 
-size_t ccoip_stripe_subchunk(void) {
-    /* PCCL_STRIPE_SUBCHUNK_KIB: for experiments only; every peer must set the same value. */
-    const char *e = getenv("PCCL_STRIPE_SUBCHUNK_KIB");
-    return e != NULL && atoi(e) > 0 && atoi(e) <= 1024 ? (size_t) atoi(e) * 1024u : 0;
-}
-
 static int stripe_send(void *ctx, uint64_t tag, uint64_t offset, const void *src, size_t len, reduce_req_t *req) {
     ccoip_stripe_t *s = ctx;
     const reduce_link_t *l = &s->links[s->nsend++ % s->n];

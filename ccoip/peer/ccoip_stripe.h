@@ -56,8 +56,4 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
  * loss per packet, 8 per stream was worse (3 rounds: 26.1-36.2 MB/s against 38.0-39.0 at 4). */
 uint32_t ccoip_stripe_window(uint32_t width);
 
-/* The frame size of a striped op: 0 (the ring's default) unless PCCL_STRIPE_SUBCHUNK_KIB is set,
- * an experiment's knob that every peer must set alike (docs/performance.md, session 8). */
-size_t ccoip_stripe_subchunk(void);
-
 #endif /* CCOIP_STRIPE_H */
