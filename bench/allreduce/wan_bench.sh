@@ -16,6 +16,9 @@
 # over them, started together). WAN_LOSS (default 0.001) the loss per packet, WAN_DELAY_MS
 # (default 25) the one-way delay, WAN_CC (default: the machine's, BBR here) the hosts'
 # congestion control; WAN_ONLY_POOLS=1 skips gloo, the sndbuf row and the quantized run.
+# WAN_TRACE_DIR: each pool run writes the peers' Chrome traces there (PCCL_TRACE_FILE) and
+# prints wan_trace.py's per-op and per-stream timing of it (needs python3). WAN_TCPSTAT=1: each
+# pool run also prints the hosts' TCP loss-recovery counters (/proc/net/netstat, summed, deltas).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
@@ -37,7 +40,7 @@ if [ "$(id -u)" != 0 ] || ! ns_setup $n 500 || { [ -n "$cc" ] && ! ns_cc "$cc"; 
     exit 0
 fi
 cc=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
-only=${WAN_ONLY_POOLS:-0} pools=${WAN_POOLS:-1 2 4 8} rounds=${WAN_ROUNDS:-1}
+only=${WAN_ONLY_POOLS:-0} pools=${WAN_POOLS:-1 2 4 8} rounds=${WAN_ROUNDS:-1} trace=${WAN_TRACE_DIR:-}
 ns_fg ns_tcp 0 1 "$mib" > "$tmp/t"
 tcp=$(cat "$tmp/t")
 echo "wan_bench: raw TCP h0 -> h1, 500 Mbit/s, $delay ms, $loss loss per packet, $cc: $tcp MB/s" >&2
@@ -55,6 +58,18 @@ if [ "$only" != 1 ]; then
         echo "allreduce_wan/n4_${mib}MiB_gloo_busbw_vs_raw_tcp,$gb,MB/s,$tcp,$(ratio "$gb" "$tcp")"
     fi
 fi
+# The 4 hosts' TCP counters (TcpExt and Tcp of each namespace), summed: "name value" lines.
+tcpstat() {
+    for i in 0 1 2 3; do ip netns exec "$(ns_name $i)" cat /proc/net/netstat /proc/net/snmp; done |
+        awk '$1 == "TcpExt:" || $1 == "Tcp:" { if (!($1 in names)) { names[$1] = $0; next }
+                split(names[$1], k); for (j = 2; j <= NF; j++) sum[k[j]] += $j; delete names[$1] }
+             END { for (x in sum) print x, sum[x] }'
+}
+tcpdelta() {
+    awk 'NR == FNR { a[$1] = $2; next } { d[$1] = $2 - a[$1] }
+         END { printf "OutSegs %d RetransSegs %d TCPLossProbes %d TCPTimeouts %d TCPSackRecovery %d TCPLostRetransmit %d TCPSpuriousRTOs %d TCPLossProbeRecovery %d TCPSackRecoveryFail %d",
+               d["OutSegs"], d["RetransSegs"], d["TCPLossProbes"], d["TCPTimeouts"], d["TCPSackRecovery"], d["TCPLostRetransmit"], d["TCPSpuriousRTOs"], d["TCPLossProbeRecovery"], d["TCPSackRecoveryFail"] }' "$1" "$2"
+}
 # Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
 rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
 streams=$(echo $pools | tr ' ' '\n' | sed 's/w.*//' | sort -nu)
@@ -64,13 +79,17 @@ while [ $r -lt "$rounds" ]; do
     # Through ns_fg: a TERM then ends the bench at once, not after the transfer.
     for k in $streams; do ns_fg ns_tcp_n 0 1 $((mib / k)) "$k" > "$tmp/t" && cat "$tmp/t" >> "$tmp/tcp$k" && echo >> "$tmp/tcp$k"; done
     for pool in $order; do
-        win=""; case $pool in *w*) win=${pool#*w};; esac
-        ns_fg env PCCL_STRIPE_WINDOW=$win timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool ${pool%%w*} \
-            --parts 16 --inflight $((${pool%%w*} * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
+        win="" np=${pool%%w*}
+        case $pool in *w*) win=${pool#*w};; esac
+        [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st0"
+        ns_fg env PCCL_STRIPE_WINDOW=$win ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
+            --parts 16 --inflight $((np * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
         b=$(bus "$mib" "$p"); echo "$b" >> "$tmp/bus$pool"
         echo "wan_bench: round $r pool $pool: $b MB/s bus (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+        [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st1" && echo "wan_bench: round $r pool $pool: TCP $(tcpdelta "$tmp/st0" "$tmp/st1")" >&2
+        [ -n "$trace" ] && python3 "$rf/bench/allreduce/wan_trace.py" "wan_bench: round $r pool $pool" "$trace"/pool$pool.r$r.*.json >&2
     done
     r=$((r + 1))
 done
