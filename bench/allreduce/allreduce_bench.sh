@@ -21,6 +21,8 @@ peer=$rf/bench/allreduce/ar_bench_peer
 drv=$rf/bench/allreduce/ar_bench
 tcp=$rf/bench/allreduce/tcp_bench
 gloo=$rf/bench/allreduce/gloo_bench.py
+# The Python that has torch (Debian's; PCCL_BENCH_PYTHON elsewhere, e.g. a lent GPU host).
+py=${PCCL_BENCH_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 
@@ -29,13 +31,13 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else p
 
 # gloo N SIZES ITERS -> lines "gloo SIZE MEDIAN_US MIN_US CPU_US" of every rank
 run_gloo() {
-    n=$1 port=$(( 29500 + $$ % 1000 ))
+    n=$1 w=${4:-1} port=$(( 29500 + $$ % 1000 ))
     r=1
     while [ $r -lt "$n" ]; do
-        /usr/bin/python3 "$gloo" $r "$n" 127.0.0.1 $port "$2" "$3" > "$tmp/gloo$r.out" 2>"$tmp/gloo$r.err" &
+        "$py" "$gloo" $r "$n" 127.0.0.1 $port "$2" "$3" "$w" > "$tmp/gloo$r.out" 2>"$tmp/gloo$r.err" &
         r=$((r + 1))
     done
-    timeout 600 /usr/bin/python3 "$gloo" 0 "$n" 127.0.0.1 $port "$2" "$3" 2>"$tmp/gloo0.err"
+    timeout 600 "$py" "$gloo" 0 "$n" 127.0.0.1 $port "$2" "$3" "$w" 2>"$tmp/gloo0.err"
     wait
     r=1
     while [ $r -lt "$n" ]; do cat "$tmp/gloo$r.out"; r=$((r + 1)); done
@@ -79,23 +81,27 @@ run_minimal() { # N -> lines "minimal THREADS FRAME_KIB MIB TIME_US BUSBW CPU_US
         done
     done
 }
+# Untimed ops before each size > 1 MiB is timed, for every contender (AR_BENCH_WARMUP, default 3):
+# the first ops after a size change run slower (socket buffers grow, ring pages fault in), 1.2 to
+# 2.3 x at 4 MiB with 4 peers after one warm-up op on the 2-core machine.
+warm=${AR_BENCH_WARMUP:-3}
 # AR_BENCH_POOL: PCCL's connection pool (default 0: the library's default, 4, what a user gets;
 # runs before session 6 used 1).
 pool=${AR_BENCH_POOL:-0}
 run_pccl() { # N
     { [ "$has1" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
-      [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5 --pool "$pool"; } >> "$tmp/pccl$1"
+      [ -n "$big" ] && "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup "$warm" --iters 5 --pool "$pool"; } >> "$tmp/pccl$1"
 }
 run_pccl_tcp() { # N: the same with every link on TCP
     { [ "$has1" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
-      [ -n "$big" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup 1 --iters 5 --pool "$pool"; } >> "$tmp/pcclt$1"
+      [ -n "$big" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup "$warm" --iters 5 --pool "$pool"; } >> "$tmp/pcclt$1"
 }
 run_memcpy() { # N (unused): one thread, 256 MiB cold buffers
     "$tcp" memcpy 256 | awk '$1 == "memcpy" {print $2}' >> "$tmp/memcpy"
 }
 run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
-    { [ "$has1" ] && run_gloo "$1" 1 50
-      [ -n "$big" ] && run_gloo "$1" "$big" 5; } |
+    { [ "$has1" ] && run_gloo "$1" 1 50 20
+      [ -n "$big" ] && run_gloo "$1" "$big" 5 "$warm"; } |
         awk '$1 == "gloo" { if (!($2 in t) || $3 > t[$2]) t[$2] = $3; c[$2] += $5 }
              END { for (m in t) print "gloo", m, t[m], c[m] }' >> "$tmp/gloo$1"
 }
