@@ -79,7 +79,8 @@ void ccoip_shmpipe_unlink(ccoip_shmpipe_t *p);
 
 /* The socket beside the pipe, connected to the other process (-1: none): its hang-up means that
  * the other side is gone, and once the writer's side switched the pipe on, the writer's direction
- * of it carries the reader's doorbells and nothing else. Set before the first use. */
+ * of it carries the reader's doorbells and nothing else. Set on both sides (a reader that
+ * watches a socket its writer does not would sleep there unrung), before the first use. */
 void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, int sock);
 
 /* Writes len bytes (blocking while the ring is full). CCOIP_SHMPIPE_OK or why not. */

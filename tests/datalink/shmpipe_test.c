@@ -189,6 +189,7 @@ static void peer_killed(bool survivor_writes) {
         send_offer(pair[1], &o);
         char c;
         if (read(pair[1], &c, 1) != 1) _exit(11); /* opened: an offered ring is empty until then */
+        ccoip_shmpipe_watch(&p, pair[1]); /* rings the reader should it sleep on the socket (slow runs) */
         for (;;) /* the writer streams until it is killed */
             if (ccoip_shmpipe_write(&p, buf, sizeof buf) != CCOIP_SHMPIPE_OK) _exit(12);
     }
