@@ -133,6 +133,11 @@ static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
     return e;
 }
 
+static bool same_address(const ccoip_inet_address_t *a, const ccoip_inet_address_t *b) {
+    if (a->protocol != b->protocol) return false;
+    return a->protocol == inetIPv4 ? memcmp(a->ipv4.data, b->ipv4.data, 4) == 0 : memcmp(a->ipv6.data, b->ipv6.data, 16) == 0;
+}
+
 static bool uuid_zero(const ccoip_uuid_t *u) {
     static const ccoip_uuid_t zero;
     return memcmp(u, &zero, sizeof zero) == 0;
@@ -220,14 +225,24 @@ static void start_round(ccoip_master_state_t *st, bool admit) {
             if (idx == want_prev) prev = ring[k];
             idx++;
         }
-        ccoip_peer_entry_t entries[2];
-        uint32_t count = 0;
+        uint32_t count = 0, cap = n + 2 < CCOIP_MAX_PEER_ENTRIES ? (uint32_t) n + 2 : CCOIP_MAX_PEER_ENTRIES;
+        ccoip_peer_entry_t *entries = malloc(cap * sizeof *entries);
+        if (entries == NULL) {
+            LOG_ERROR(MOD, "topology round %llu: out of memory", (unsigned long long) st->round);
+            break; /* the round times out for everyone: they retry */
+        }
         if (next != NULL && next == prev) {
             entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM);
         } else if (next != NULL) {
             entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO);
             entries[count++] = entry_of(prev, CCOIP_PEER_ACCEPT_FROM);
         }
+        /* Then every other participant at c's address (any group), flagged SAME_HOST alone: the
+         * peers that share c's host and its cores, for c's rule on sends by reference
+         * (ccoip_splice.h). A neighbour there is listed twice: once to link, once to count. */
+        for (size_t k = 0; k < n && count < cap; k++)
+            if (ring[k] != c && same_address(&ring[k]->addr, &c->addr))
+                entries[count++] = entry_of(ring[k], CCOIP_PEER_SAME_HOST);
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_P2P_INFO;
@@ -235,6 +250,7 @@ static void start_round(ccoip_master_state_t *st, bool admit) {
         p.u.p2p_info.count = count;
         p.u.p2p_info.peers = entries;
         send_packet(st, c, &p);
+        free(entries);
     }
     free(ring);
     st->round_started_ms = st->now_ms;

@@ -43,6 +43,24 @@ void ccoip_shm_close(ccoip_shm_t *s);
  * POLLERR): data waiting to be read does not count. The liveness check of a pipe's waits. */
 bool ccoip_shm_peer_hung_up(int fd);
 
+/* The doorbell on the socket beside a pipe (ccoip_shmpipe.h). A pipe's reader that found its ring
+ * empty for a whole tick sleeps on the socket instead of the futex: the writer rings it there with
+ * one byte, and the kernel wakes it there too when the other process dies (its socket closes). */
+#define CCOIP_SHM_DOORBELL 0x64u
+enum { CCOIP_SHM_RUNG = 0, CCOIP_SHM_HUNG_UP = 1, CCOIP_SHM_NOISE = 2 };
+
+/* Sleeps until fd has bytes or hangs up, then reads every byte waiting. CCOIP_SHM_RUNG: only
+ * doorbells (or none: a spurious wake); CCOIP_SHM_HUNG_UP: the other end closed or failed, or our
+ * reading side was shut down (ccoip_shm_doorbell_stop); CCOIP_SHM_NOISE: a byte that is not a
+ * doorbell. */
+int ccoip_shm_doorbell_wait(int fd);
+
+/* One doorbell byte: never blocks (a full socket holds doorbells enough), never raises SIGPIPE. */
+void ccoip_shm_doorbell_ring(int fd);
+
+/* Wakes a thread of ours in ccoip_shm_doorbell_wait on fd: shuts down fd's reading side. */
+void ccoip_shm_doorbell_stop(int fd);
+
 /* n random bytes from the system (for tokens); false if it has none. */
 bool ccoip_shm_random(uint8_t *out, size_t n);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,6 +39,29 @@ bool ccoip_shm_peer_hung_up(int fd) {
     struct pollfd p = {fd, POLLRDHUP, 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
+
+int ccoip_shm_doorbell_wait(int fd) {
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    while (poll(&p, 1, -1) < 0)
+        if (errno != EINTR) return CCOIP_SHM_HUNG_UP;
+    uint8_t buf[64];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return CCOIP_SHM_RUNG;
+        if (n <= 0) return CCOIP_SHM_HUNG_UP;
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] != CCOIP_SHM_DOORBELL) return CCOIP_SHM_NOISE;
+    }
+}
+
+void ccoip_shm_doorbell_ring(int fd) {
+    uint8_t b = CCOIP_SHM_DOORBELL;
+    while (send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+}
+
+void ccoip_shm_doorbell_stop(int fd) { shutdown(fd, SHUT_RD); }
 
 static bool map_fd(ccoip_shm_t *s, int fd, size_t size) {
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

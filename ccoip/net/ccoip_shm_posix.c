@@ -31,6 +31,15 @@ bool ccoip_shm_peer_hung_up(int fd) {
     return false;
 }
 
+int ccoip_shm_doorbell_wait(int fd) {
+    (void) fd;
+    return CCOIP_SHM_HUNG_UP;
+}
+
+void ccoip_shm_doorbell_ring(int fd) { (void) fd; }
+
+void ccoip_shm_doorbell_stop(int fd) { (void) fd; }
+
 bool ccoip_shm_random(uint8_t *out, size_t n) {
     (void) out;
     (void) n;

@@ -48,8 +48,7 @@ static void setup(ccoip_shmpipe_t *p, const char *name) {
     p->ring = (uint8_t *) p->shm.base + CCOIP_SHMPIPE_HEADER;
     p->pos = 0;
     p->shut = 0;
-    p->alive = NULL;
-    p->alive_ctx = NULL;
+    p->sock = -1;
     const char *s = getenv("PCCL_SHM_SPIN");
     p->spin = s && *s ? (uint32_t) strtoul(s, NULL, 10) : SPIN_DEFAULT;
     snprintf(p->name, sizeof p->name, "%s", name ? name : "?");
@@ -63,6 +62,7 @@ bool ccoip_shmpipe_create(ccoip_shmpipe_t *p, size_t ring_size, const char *name
     if (!ccoip_shm_create(&p->shm, CCOIP_SHMPIPE_HEADER + ring_size)) return false;
     p->ring_size = ring_size;
     setup(p, name);
+    p->writer = true;
     memcpy(p->token, token, sizeof token);
     memcpy(p->h->token, token, sizeof token);
     p->h->version = VERSION;
@@ -98,40 +98,70 @@ const char *ccoip_shmpipe_segment(const ccoip_shmpipe_t *p) { return p->shm.name
 
 void ccoip_shmpipe_unlink(ccoip_shmpipe_t *p) { ccoip_shm_unlink(&p->shm); }
 
-void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, ccoip_shmpipe_alive_fn alive, void *ctx) {
-    p->alive = alive;
-    p->alive_ctx = ctx;
-}
+void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, int sock) { p->sock = sock; }
 
 static bool is_closed(const ccoip_shmpipe_t *p) {
     return __atomic_load_n(&p->shut, __ATOMIC_ACQUIRE) || __atomic_load_n(&p->h->closed, __ATOMIC_ACQUIRE);
 }
 
+/* *waiting: how a parked side sleeps, for the other side's wake. */
+enum { AWAKE = 0, ON_FUTEX = 1, ON_SOCKET = 2 };
+
+static bool gone(const ccoip_shmpipe_t *p) { return p->sock >= 0 && ccoip_shm_peer_hung_up(p->sock); }
+
+/* The reader, after a quiet tick: sleeps on the socket until the writer rings, the other process
+ * dies or we shut the pipe (no timer: an idle link stays asleep). */
+static int sleep_on_socket(ccoip_shmpipe_t *p, uint32_t *waiting, const uint64_t *counter, uint64_t value) {
+    __atomic_store_n(waiting, ON_SOCKET, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) != value || is_closed(p)) return CCOIP_SHMPIPE_OK;
+    int w = ccoip_shm_doorbell_wait(p->sock);
+    if (w == CCOIP_SHM_NOISE) {
+        LOG_ERROR("ccoip", "shared memory for %s: a byte on the socket that is no doorbell: the other side is "
+                  "broken or hostile", p->name);
+        return CCOIP_SHMPIPE_CORRUPT;
+    }
+    /* Hung up with nothing new: gone (bytes it published before it went are read first). */
+    if (w == CCOIP_SHM_HUNG_UP && __atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && !is_closed(p))
+        return CCOIP_SHMPIPE_GONE;
+    return CCOIP_SHMPIPE_OK;
+}
+
 /* Waits until *counter moves off `value`: a bounded spin, then parks on seq (announced in
- * *waiting, so that the other side wakes us) for one tick, after which alive() is asked. Returns
- * OK (look again: moved, woken or a tick passed) or GONE. */
-static int park(ccoip_shmpipe_t *p, uint32_t *seq, uint32_t *waiting, const uint64_t *counter, uint64_t value) {
+ * *waiting, so that the other side wakes us) for one tick, after which the socket is asked
+ * whether the other side lives; a reader (on_socket) then sleeps on the socket. Returns OK (look
+ * again: moved, woken or a tick passed), GONE or CORRUPT. */
+static int park(ccoip_shmpipe_t *p, uint32_t *seq, uint32_t *waiting, const uint64_t *counter, uint64_t value,
+                bool on_socket) {
     for (uint32_t i = 0; i < p->spin; i++) {
         if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) != value || is_closed(p)) return CCOIP_SHMPIPE_OK;
         tpark_cpu_relax();
     }
     uint32_t s = __atomic_load_n(seq, __ATOMIC_SEQ_CST);
-    __atomic_store_n(waiting, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(waiting, ON_FUTEX, __ATOMIC_SEQ_CST);
     int rc = CCOIP_SHMPIPE_OK;
     /* After announcing: either we see the other side's store, or it sees our flag and wakes us. */
     if (__atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && !is_closed(p) &&
         tpark_wait_shared(seq, s, (int64_t) CCOIP_SHMPIPE_TICK_MS * 1000000) == TPARK_TIMEOUT &&
-        __atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && p->alive != NULL && !p->alive(p->alive_ctx))
-        rc = CCOIP_SHMPIPE_GONE;
-    __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+        __atomic_load_n(counter, __ATOMIC_SEQ_CST) == value && !is_closed(p)) {
+        if (gone(p))
+            rc = CCOIP_SHMPIPE_GONE;
+        else if (on_socket && p->sock >= 0)
+            rc = sleep_on_socket(p, waiting, counter, value);
+    }
+    __atomic_store_n(waiting, AWAKE, __ATOMIC_RELAXED);
     return rc;
 }
 
-/* After publishing: wake the other side if it said that it sleeps. */
-static void signal_other(uint32_t *seq, const uint32_t *waiting) {
-    if (__atomic_load_n(waiting, __ATOMIC_SEQ_CST) == 0) return;
+/* After publishing: wake the other side if it said that it sleeps, where it sleeps. A reader on
+ * the socket is rung over our direction of it (sock: the writer's, -1 for the reader). */
+static void signal_other(uint32_t *seq, const uint32_t *waiting, int sock) {
+    uint32_t w = __atomic_load_n(waiting, __ATOMIC_SEQ_CST);
+    if (w == AWAKE) return;
     __atomic_fetch_add(seq, 1, __ATOMIC_SEQ_CST);
-    tpark_wake_shared(seq);
+    if (w == ON_SOCKET && sock >= 0)
+        ccoip_shm_doorbell_ring(sock);
+    else
+        tpark_wake_shared(seq);
 }
 
 static int corrupt(const ccoip_shmpipe_t *p, const char *what, uint64_t v) {
@@ -152,7 +182,7 @@ int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len) {
         uint64_t used = p->pos - tail;
         if (used > p->ring_size) return corrupt(p, "tail", tail);
         if (used == p->ring_size) {
-            int rc = park(p, &h->space_seq, &h->writer_waiting, &h->tail, tail);
+            int rc = park(p, &h->space_seq, &h->writer_waiting, &h->tail, tail, false);
             if (rc != CCOIP_SHMPIPE_OK) return rc;
             continue;
         }
@@ -166,7 +196,7 @@ int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len) {
         src += n;
         len -= n;
         __atomic_store_n(&h->head, p->pos, __ATOMIC_SEQ_CST);
-        signal_other(&h->data_seq, &h->reader_waiting);
+        signal_other(&h->data_seq, &h->reader_waiting, p->sock);
     }
     return CCOIP_SHMPIPE_OK;
 }
@@ -181,7 +211,7 @@ int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len) {
         uint64_t avail = head - p->pos;
         if (avail > p->ring_size) return corrupt(p, "head", head);
         if (avail == 0) {
-            int rc = park(p, &h->data_seq, &h->reader_waiting, &h->head, head);
+            int rc = park(p, &h->data_seq, &h->reader_waiting, &h->head, head, true);
             if (rc != CCOIP_SHMPIPE_OK) return rc;
             continue;
         }
@@ -195,7 +225,7 @@ int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len) {
         p->pos += n;
         len -= n;
         __atomic_store_n(&h->tail, p->pos, __ATOMIC_SEQ_CST);
-        signal_other(&h->space_seq, &h->writer_waiting);
+        signal_other(&h->space_seq, &h->writer_waiting, -1);
     }
     return CCOIP_SHMPIPE_OK;
 }
@@ -209,6 +239,11 @@ void ccoip_shmpipe_shut(ccoip_shmpipe_t *p) {
     __atomic_fetch_add(&h->space_seq, 1, __ATOMIC_SEQ_CST);
     tpark_wake_shared(&h->data_seq);
     tpark_wake_shared(&h->space_seq);
+    if (p->sock < 0) return;
+    if (!p->writer)
+        ccoip_shm_doorbell_stop(p->sock); /* our reader, if asleep on the socket */
+    else if (__atomic_load_n(&h->reader_waiting, __ATOMIC_SEQ_CST) == ON_SOCKET)
+        ccoip_shm_doorbell_ring(p->sock); /* theirs */
 }
 
 void ccoip_shmpipe_close(ccoip_shmpipe_t *p) {

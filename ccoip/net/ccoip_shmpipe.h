@@ -11,8 +11,15 @@
  * The other process is not trusted: a head or tail that no honest peer can write (more than a
  * ring apart from our own counter) fails the call with CCOIP_SHMPIPE_CORRUPT and one log line;
  * every copy is masked into the ring, so nothing read from the segment can move a copy outside
- * it. A parked side wakes every CCOIP_SHMPIPE_TICK_MS to ask the owner's alive() callback
- * whether the other process still lives (the data link asks its TCP socket).
+ * it.
+ *
+ * The other process may die (SIGKILL) while we park: the socket beside the pipe (the data link's
+ * TCP connection, ccoip_shmpipe_watch) tells, since the kernel closes its end. A parked side asks
+ * it every CCOIP_SHMPIPE_TICK_MS; a reader still parked after a whole tick (an idle link) stops
+ * ticking and sleeps on the socket itself (ccoip_shm_doorbell_wait), where the writer's next
+ * publish rings it with one byte and the other process's death wakes it at once: an idle link
+ * costs no wake-ups. The writer never sleeps on the socket (the other direction of the socket
+ * may still carry TCP frames), but it parks only while the ring is full, i.e. mid-transfer.
  *
  * Calls never allocate. One writer thread and one reader thread per pipe; ccoip_shmpipe_shut may
  * come from any thread. */
@@ -29,16 +36,14 @@
 #define CCOIP_SHMPIPE_HEADER 4096u                  /* the header page before the ring */
 #define CCOIP_SHMPIPE_RING_MIN (64u << 10)
 #define CCOIP_SHMPIPE_RING_MAX (64u << 20)
-#define CCOIP_SHMPIPE_TICK_MS 100                   /* a parked side asks alive() this often */
+#define CCOIP_SHMPIPE_TICK_MS 100                   /* a parked side asks the socket this often */
 
 enum {
     CCOIP_SHMPIPE_OK = 0,
     CCOIP_SHMPIPE_CLOSED = 1,  /* shut here or by the other side */
-    CCOIP_SHMPIPE_GONE = 2,    /* alive() said the other side is gone */
-    CCOIP_SHMPIPE_CORRUPT = 3, /* a counter no honest peer writes (logged) */
+    CCOIP_SHMPIPE_GONE = 2,    /* the socket says the other side is gone */
+    CCOIP_SHMPIPE_CORRUPT = 3, /* a counter no honest peer writes, or noise on the socket (logged) */
 };
-
-typedef bool (*ccoip_shmpipe_alive_fn)(void *ctx);
 
 typedef struct ccoip_shmpipe {
     ccoip_shm_t shm;
@@ -48,8 +53,8 @@ typedef struct ccoip_shmpipe {
     uint32_t spin;               /* polls before parking */
     uint32_t shut;               /* set by ccoip_shmpipe_shut (atomic) */
     uint8_t token[CCOIP_SHMPIPE_TOKEN];
-    ccoip_shmpipe_alive_fn alive;
-    void *alive_ctx;
+    bool writer;                 /* created here (the writer's side) */
+    int sock;                    /* the socket beside the pipe; -1: none (no liveness check) */
     char name[64];               /* for log lines */
 } ccoip_shmpipe_t;
 
@@ -72,8 +77,11 @@ const char *ccoip_shmpipe_segment(const ccoip_shmpipe_t *p);
 /* Removes the segment's name; the mappings stay. */
 void ccoip_shmpipe_unlink(ccoip_shmpipe_t *p);
 
-/* The liveness check a parked side runs every tick (NULL: none). Set before the first use. */
-void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, ccoip_shmpipe_alive_fn alive, void *ctx);
+/* The socket beside the pipe, connected to the other process (-1: none): its hang-up means that
+ * the other side is gone, and once the writer's side switched the pipe on, the writer's direction
+ * of it carries the reader's doorbells and nothing else. Set on both sides (a reader that
+ * watches a socket its writer does not would sleep there unrung), before the first use. */
+void ccoip_shmpipe_watch(ccoip_shmpipe_t *p, int sock);
 
 /* Writes len bytes (blocking while the ring is full). CCOIP_SHMPIPE_OK or why not. */
 int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len);
@@ -83,7 +91,8 @@ int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len);
 int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len);
 
 /* Closes the pipe for both sides: marks it closed in the segment and here, and wakes every
- * thread parked on it, in both processes. Any thread; no-op when not mapped. */
+ * thread parked on it, in both processes (on the reader's side, a reader asleep on the socket by
+ * shutting down the socket's reading side). Any thread; no-op when not mapped. */
 void ccoip_shmpipe_shut(ccoip_shmpipe_t *p);
 
 /* Unmaps (after the threads that use it are done). */

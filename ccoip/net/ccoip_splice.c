@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool ccoip_splice_rule(bool same_host, unsigned host_peers, unsigned cores) {
+    if (host_peers < 1) host_peers = 1; /* us */
+    return !same_host || (unsigned long long) cores < 3ull * host_peers;
+}
+
 #ifdef __linux__
 #include <errno.h>
 #include <fcntl.h>
@@ -43,10 +48,10 @@ static void read_policy(void) {
     policy_cores = usable_cores();
 }
 
-bool ccoip_splice_pays(bool same_host, unsigned world) {
+bool ccoip_splice_pays(bool same_host, unsigned host_peers) {
     pthread_once(&policy_once, read_policy);
     if (policy_forced >= 0) return policy_forced == 1;
-    return !same_host || policy_cores < 3u * world;
+    return ccoip_splice_rule(same_host, host_peers, policy_cores);
 }
 
 void ccoip_splice_init(ccoip_splice_t *s) {
@@ -116,8 +121,8 @@ void ccoip_splice_close(ccoip_splice_t *s) {
 
 #else /* no splice: every send copies */
 
-bool ccoip_splice_pays(bool same_host, unsigned world) {
-    (void) same_host, (void) world;
+bool ccoip_splice_pays(bool same_host, unsigned host_peers) {
+    (void) same_host, (void) host_peers;
     return false;
 }
 

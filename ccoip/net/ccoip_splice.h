@@ -19,15 +19,18 @@ typedef struct ccoip_splice {
 
 enum { CCOIP_SPLICE_OK, CCOIP_SPLICE_COPY, CCOIP_SPLICE_FAILED };
 
-/* Whether a ring should send by reference over a link (same_host: both ends on this host) in
- * a ring of `world` peers. Across hosts always: it saves the sender's copy and costs the
- * receiver nothing. Within a host the receiver's copy, from the sender's memory, becomes the
- * only one: less CPU in all, but one copy on one core where two ran side by side on two, so it
- * pays only on a host whose cores are busy anyway. The world size stands in for the peers on
- * this host, each running about 3 busy threads (ring, send, receive): by reference when the
- * cores that may run us are fewer than 3 x world. PCCL_SEND_SPLICE=1 always, =0 never (both,
- * and the core count, are read at the first call). */
-bool ccoip_splice_pays(bool same_host, unsigned world);
+/* Whether a ring should send by reference over a link (same_host: both ends on this host), with
+ * host_peers peers (us included) on this host. Across hosts always: it saves the sender's copy
+ * and costs the receiver nothing. Within a host the receiver's copy, from the sender's memory,
+ * becomes the only one: less CPU in all, but one copy on one core where two ran side by side on
+ * two, so it pays only on a host whose cores are busy anyway: by reference when the cores that
+ * may run us are fewer than 3 x host_peers (each peer runs about 3 busy threads: ring, send,
+ * receive). PCCL_SEND_SPLICE=1 always, =0 never (both, and the core count, are read at the first
+ * call). Same-host links on shared memory (ccoip_shmpipe.h) never splice; this is for TCP ones. */
+bool ccoip_splice_pays(bool same_host, unsigned host_peers);
+
+/* The rule above for a given core count, without the environment (for tests). */
+bool ccoip_splice_rule(bool same_host, unsigned host_peers, unsigned cores);
 
 /* No pipe yet; `off` when PCCL_SEND_SPLICE=0 or the platform cannot splice. */
 void ccoip_splice_init(ccoip_splice_t *s);

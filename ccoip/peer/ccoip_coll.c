@@ -342,10 +342,14 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
         if (op->tx_width > 1 || op->rx_width > 1) rp.window = ccoip_stripe_window(op->tx_width > op->rx_width ? op->tx_width : op->rx_width);
         pthread_mutex_lock(&comm->colls.lock);
         bool ready = streams_ready(comm, op, &txs, &rxs, &rp.next, &rp.prev, &same_host);
+        /* A same-host neighbour the master did not count (an address of ours other than the one
+         * it sees): the world is the bound. */
+        unsigned host_peers = comm->p2p.links.host_peers;
+        if (same_host && host_peers < 2) host_peers = go.world;
         pthread_mutex_unlock(&comm->colls.lock);
         /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
          * DONE, i.e. once every peer's ring has read all it will read of our buffers. */
-        rp.send_by_reference = ccoip_splice_pays(same_host, go.world);
+        rp.send_by_reference = ccoip_splice_pays(same_host, host_peers);
         if (ready) rc = run_ring(comm, op, &rp, &stats);
     }
     turn_release(comm, op);

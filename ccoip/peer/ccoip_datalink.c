@@ -272,12 +272,6 @@ static bool send_ctl(ccoip_datalink_t *dl, uint32_t kind, const uint8_t *payload
     return tx_write(dl, iov, plen ? 2 : 1, false);
 }
 
-/* The peer is gone when the socket beside the pipes saw its end close (or an error). */
-static bool peer_alive(void *ctx) {
-    ccoip_datalink_t *dl = ctx;
-    return !ccoip_shm_peer_hung_up(dl->fd);
-}
-
 /* Send thread, with the first frame to send: creates our pipe and offers it (over the socket, still our transport). False
  * only when the socket failed; a pipe that cannot be made leaves the direction on TCP. */
 static bool shm_offer(ccoip_datalink_t *dl) {
@@ -289,7 +283,7 @@ static bool shm_offer(ccoip_datalink_t *dl) {
         LOG_INFO("ccoip", "data link %s stays on TCP: no shared memory segment", dl->name);
         return true;
     }
-    ccoip_shmpipe_watch(&dl->txp, peer_alive, dl);
+    ccoip_shmpipe_watch(&dl->txp, dl->fd); /* liveness, and the peer's reader's doorbell */
     dl->tx_mapped = true;
     if (dl->broken) ccoip_shmpipe_shut(&dl->txp);
     dl->shm_state = SHM_WAITING;
@@ -338,7 +332,7 @@ static bool shm_accept(ccoip_datalink_t *dl, const uint8_t *offer) {
     }
     if (!ccoip_shmpipe_open(&dl->rxp, seg, get_u32(offer + 4), offer + 8, dl->name)) return false;
     ccoip_shmpipe_unlink(&dl->rxp); /* we have it open: the name can go */
-    ccoip_shmpipe_watch(&dl->rxp, peer_alive, dl);
+    ccoip_shmpipe_watch(&dl->rxp, dl->fd);
     pthread_mutex_lock(&dl->lock);
     dl->rx_mapped = true;
     if (dl->broken) ccoip_shmpipe_shut(&dl->rxp);

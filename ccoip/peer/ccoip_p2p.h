@@ -35,6 +35,9 @@ typedef struct ccoip_p2p_links_t {
     int tx_fds[CCOIP_P2P_MAX_STREAMS], rx_fds[CCOIP_P2P_MAX_STREAMS];
     /* Each socket's keys from its handshake; `encrypt` false: plain (PCCL_ENCRYPT off). */
     ccoip_session_t tx_sess[CCOIP_P2P_MAX_STREAMS], rx_sess[CCOIP_P2P_MAX_STREAMS];
+    /* The peers of this round at our address, us included, as the master counts them (its
+     * P2P_INFO entries flagged CCOIP_PEER_SAME_HOST): who shares our cores (ccoip_splice_pays). */
+    uint32_t host_peers;
 } ccoip_p2p_links_t;
 
 /* The current links (the sockets stay owned by the communicator; do not close them).

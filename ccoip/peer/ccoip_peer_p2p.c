@@ -305,9 +305,11 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     memset(early, 0, sizeof *early);
     const ccoip_peer_entry_t *tx = NULL, *rx = NULL;
+    uint32_t host_peers = 1;
     for (uint32_t i = 0; i < info->count; i++) {
         if ((info->peers[i].flags & CCOIP_PEER_CONNECT_TO) && tx == NULL) tx = &info->peers[i];
         if ((info->peers[i].flags & CCOIP_PEER_ACCEPT_FROM) && rx == NULL) rx = &info->peers[i];
+        host_peers += (info->peers[i].flags & CCOIP_PEER_SAME_HOST) != 0; /* another peer at our address */
     }
     /* Announce who may connect now, and forget connections of earlier rounds. */
     pthread_mutex_lock(&p2p->lock);
@@ -324,6 +326,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     pthread_mutex_unlock(&p2p->lock);
     close_links(comm);
     p2p->links.epoch = info->round;
+    p2p->links.host_peers = host_peers;
     ccoip_link_note_ring(comm, tx != NULL ? &tx->uuid : NULL, info->round);
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_P2P_TIMEOUT_MS", 10000);
     uint32_t pool = comm->params.p2p_connection_pool_size;

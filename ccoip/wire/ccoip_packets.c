@@ -67,7 +67,7 @@ static const layout_t world_layout = {0, "world", sizeof(ccoip_world_t), world_f
 
 static const field_t entry_fields[] = {
     UUID(ccoip_peer_entry_t, uuid),
-    FLAGS(ccoip_peer_entry_t, flags, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM),
+    FLAGS(ccoip_peer_entry_t, flags, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST),
     ADDR(ccoip_peer_entry_t, addr),
     U16(ccoip_peer_entry_t, p2p_port),
     U16(ccoip_peer_entry_t, ss_port),

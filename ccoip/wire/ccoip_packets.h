@@ -18,8 +18,11 @@
 #define CCOIP_MAGIC 0x43434F50u /* "CCOP" */
 /* 2: every connection proves the run's secret (HELLO's nonce, HELLO_ACK's MAC, AUTH)
  * 3: data links may switch to shared memory by control frames (length 0xFFFFFFFF), which a
- *    version-2 peer would take for an oversized frame */
-#define CCOIP_PROTOCOL_VERSION 3u
+ *    version-2 peer would take for an oversized frame
+ * 4: P2P_INFO names the other peers at the peer's address (CCOIP_PEER_SAME_HOST), and a
+ *    shared-memory reader may sleep on the link's socket, rung by doorbell bytes there, which a
+ *    version-3 writer would never send */
+#define CCOIP_PROTOCOL_VERSION 4u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -110,6 +113,7 @@ typedef enum ccoip_result_status_t {
 /* Flags of a neighbour entry: what this peer does with it. */
 #define CCOIP_PEER_CONNECT_TO 1u  /* open our TX link to its p2p listener */
 #define CCOIP_PEER_ACCEPT_FROM 2u /* accept its TX link as our RX */
+#define CCOIP_PEER_SAME_HOST 4u   /* it is at our address (shares our cores); alone: no link to it */
 
 typedef struct ccoip_uuid_t {
     uint8_t b[16];

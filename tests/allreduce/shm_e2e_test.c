@@ -4,7 +4,9 @@
  * PCCL_SHM=0 (no segment mapped anywhere). Each pass: exact 16 MiB float Sum and odd-sized int32
  * all-reduces among 4 (every byte checked in the peers against ar_ref.c, results identical), then
  * trials that SIGKILL a random peer mid-op: the survivors share one outcome, fail within 1.5 s
- * of the kill, retry exactly among 3 (still over shared memory), and a newcomer restores 4.
+ * of the kill, retry exactly among 3 (still over shared memory), and a newcomer restores 4; then
+ * a peer killed while every link idles (the next all-reduce fails at once, the rest recover),
+ * and a prompt teardown of idle links.
  *   shm_e2e_test MASTER_BIN PEER_BIN */
 #include <inttypes.h>
 #include <signal.h>
@@ -67,6 +69,31 @@ static void expect_transport(const ard_t *a, bool shm, const char *when) {
     }
 }
 
+/* A peer SIGKILLed while every link is idle (past one tick: the shared-memory readers sleep on
+ * their sockets): the survivors' next all-reduce fails at once, not after a tick or a timeout,
+ * and after an update they run exactly among themselves, still over shared memory. */
+static void idle_kill(ard_t *a, bool shm, size_t count) {
+    usleep(500 * 1000);
+    int victim = a->n - 1;
+    h_kill(&a->peers[victim], SIGKILL);
+    ard_drop(a, victim);
+    usleep(200 * 1000);
+    uint64_t t0 = ard_now_us();
+    ard_result_t r[ARD_MAX];
+    REQUIRE(ard_post(a, pcclFloat, pcclSum, count, AR_EXACT, 0) && ard_collect(a, r, 10000));
+    uint64_t took = ard_now_us() - t0;
+    for (int i = 0; i < a->n; i++) CHECK(r[i].res != 0);
+    CHECK(took < 1500000);
+    fprintf(stderr, "%s: a peer killed while idle: the next all-reduce failed in %.1f ms\n", shm ? "shm" : "tcp",
+            (double) took / 1e3);
+    bool up = false;
+    for (int i = 0; i < 10 && !up; i++) up = ard_update(a);
+    REQUIRE(up);
+    REQUIRE(run_one(a, pcclFloat, count));
+    expect_transport(a, shm, "after an idle kill");
+    REQUIRE(ard_add_peer(a));
+}
+
 static void pass(bool shm) {
     if (shm) unsetenv("PCCL_SHM");
     else setenv("PCCL_SHM", "0", 1); /* the peers inherit it */
@@ -120,7 +147,14 @@ static void pass(bool shm) {
     }
     REQUIRE(run_one(&a, pcclFloat, count));
     expect_transport(&a, shm, "with the newcomers");
+    idle_kill(&a, shm, count);
+    int n_quit = a.n;
+    uint64_t t_stop = ard_now_us();
+    usleep(300 * 1000); /* idle links: the readers sleep on their sockets while the peers quit */
     ard_stop(&a);
+    uint64_t stop_us = ard_now_us() - t_stop - 300000;
+    CHECK(stop_us < 5000000);
+    fprintf(stderr, "%s: %d idle peers quit in %.1f ms\n", name, n_quit, (double) stop_us / 1e3);
     fprintf(stderr, "%s: %d kill trials, %d failed mid-op (worst latency %.1f ms after the SIGKILL)\n", name, trials,
             failed, (double) worst / 1e3);
     CHECK(failed >= 1);

@@ -274,7 +274,9 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 29) == CCOIP_ERR_INVALID);
     info[12 + 16] = 0;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
-    info[12 + 16] = 4;
+    info[12 + 16] = 4; /* CCOIP_PEER_SAME_HOST alone: a peer at our address (version 4) */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
+    info[12 + 16] = 8;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
     info[12 + 16] = 3;
     info[12 + 17] = 5;

@@ -3,16 +3,20 @@
  * writer parked on a full ring and a reader parked on an empty one (woken by the other process,
  * using no CPU while parked), the other process SIGKILLed mid-transfer (both directions: the
  * survivor returns GONE through its socket check within a second), shut from another process,
+ * an idle reader asleep on the socket (woken by a write, the writer's SIGKILL, a shut from either
+ * process, CORRUPT on noise; two sleeps in 1.5 s of idle time, not a tick's 15),
  * garbage head/tail values (CORRUPT, no copy outside the ring), and the leftovers of a creator
  * that died before the other side opened its segment (removed by the next creation). Linux only (elsewhere the
  * segment calls say "unsupported" and the test checks just that). */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -51,9 +55,6 @@ static offer_t offer_of(const ccoip_shmpipe_t *p) {
     memcpy(o.token, p->token, sizeof o.token);
     return o;
 }
-
-/* The liveness channel: the pipe's other process is alive while its end of the socketpair is. */
-static bool sock_alive(void *ctx) { return !ccoip_shm_peer_hung_up(*(int *) ctx); }
 
 static int sp[2]; /* socketpair: sp[0] the parent's, sp[1] the child's */
 
@@ -110,7 +111,7 @@ static void exact_bytes(int reader_delay_ms) {
     const uint64_t total = reader_delay_ms ? 3 * RING : (uint64_t) 40 << 20;
     ccoip_shmpipe_t p;
     REQUIRE(ccoip_shmpipe_create(&p, RING, "parent writer"));
-    ccoip_shmpipe_watch(&p, sock_alive, &sp[0]);
+    ccoip_shmpipe_watch(&p, sp[0]);
     offer_t o = offer_of(&p);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -188,6 +189,7 @@ static void peer_killed(bool survivor_writes) {
         send_offer(pair[1], &o);
         char c;
         if (read(pair[1], &c, 1) != 1) _exit(11); /* opened: an offered ring is empty until then */
+        ccoip_shmpipe_watch(&p, pair[1]); /* rings the reader should it sleep on the socket (slow runs) */
         for (;;) /* the writer streams until it is killed */
             if (ccoip_shmpipe_write(&p, buf, sizeof buf) != CCOIP_SHMPIPE_OK) _exit(12);
     }
@@ -208,7 +210,7 @@ static void peer_killed(bool survivor_writes) {
         ccoip_shmpipe_unlink(&p);
         REQUIRE(write(pair[0], "o", 1) == 1);
     }
-    ccoip_shmpipe_watch(&p, sock_alive, &pair[0]);
+    ccoip_shmpipe_watch(&p, pair[0]);
     /* Move data for a while, then kill the child mid-transfer. */
     int rc = CCOIP_SHMPIPE_OK;
     double t_kill = 0, t_start = now_s();
@@ -244,7 +246,7 @@ static void shut_from_other_process(void) {
         ccoip_shmpipe_shut(&q);
         _exit(0);
     }
-    ccoip_shmpipe_watch(&p, sock_alive, &sp[0]);
+    ccoip_shmpipe_watch(&p, sp[0]);
     char c;
     REQUIRE(read(sp[0], &c, 1) == 1);
     static uint8_t buf[2 * RING];
@@ -254,6 +256,104 @@ static void shut_from_other_process(void) {
     CHECK(took > 0.15 && took < 0.5);
     CHECK(wait_child(pid) == 0);
     ccoip_shmpipe_close(&p);
+}
+
+/* This thread's voluntary context switches so far: one per sleep. */
+static long thread_sleeps(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nvcsw;
+}
+
+/* How the other process ends the idle reader's wait in idle_reader(). */
+enum { IDLE_WRITES, IDLE_KILLED, IDLE_SHUTS, IDLE_NOISE, IDLE_LOCAL_SHUT };
+
+/* A thread of ours that, after delay_ms, shuts the pipe p or kills the process pid. */
+typedef struct later {
+    ccoip_shmpipe_t *p;
+    pid_t pid;
+    int delay_ms;
+} later_t;
+
+static void *act_later(void *arg) {
+    later_t *l = arg;
+    usleep((useconds_t) l->delay_ms * 1000);
+    if (l->p != NULL) ccoip_shmpipe_shut(l->p);
+    if (l->pid > 0) kill(l->pid, SIGKILL);
+    return NULL;
+}
+
+/* A reader parked on an idle pipe (both sides watching their ends of a socketpair, as the data
+ * link's do): after one quiet tick it sleeps on the socket and wakes no more, however long the
+ * pipe stays idle, until the other process writes (rung: exact bytes), dies (SIGKILL: GONE as
+ * soon as the socket closes, no tick to wait for), shuts the pipe (CLOSED), or puts a byte that is
+ * no doorbell on the socket (CORRUPT); or until a thread of ours shuts the pipe (CLOSED: the
+ * teardown never waits). */
+static void idle_reader(int how) {
+    static const char *names[] = {"writes", "is killed", "shuts", "sends noise", "(our thread shuts)"};
+    const int idle_ms = 1500;
+    int pair[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(pair[0]);
+        ccoip_shmpipe_t p;
+        if (!ccoip_shmpipe_create(&p, RING, "child writer")) _exit(10);
+        ccoip_shmpipe_watch(&p, pair[1]);
+        offer_t o = offer_of(&p);
+        send_offer(pair[1], &o);
+        char c;
+        if (read(pair[1], &c, 1) != 1) _exit(11); /* opened */
+        if (how == IDLE_KILLED || how == IDLE_LOCAL_SHUT) pause();
+        usleep((useconds_t) idle_ms * 1000);
+        if (how == IDLE_SHUTS) ccoip_shmpipe_shut(&p);
+        if (how == IDLE_NOISE && write(pair[1], "x", 1) != 1) _exit(12);
+        static const size_t pieces[] = {1000, 77777};
+        if (how == IDLE_WRITES && write_pattern(&p, 300000, pieces, 2) != CCOIP_SHMPIPE_OK) _exit(13);
+        pause(); /* killed by the parent once it checked */
+    }
+    close(pair[1]);
+    offer_t o;
+    recv_offer(pair[0], &o);
+    ccoip_shmpipe_t p;
+    REQUIRE(ccoip_shmpipe_open(&p, o.name, RING, o.token, "parent reader"));
+    ccoip_shmpipe_unlink(&p);
+    ccoip_shmpipe_watch(&p, pair[0]);
+    REQUIRE(write(pair[0], "o", 1) == 1);
+    pthread_t t;
+    later_t l = {how == IDLE_LOCAL_SHUT ? &p : NULL, how == IDLE_KILLED ? pid : 0, idle_ms};
+    bool acts = how == IDLE_LOCAL_SHUT || how == IDLE_KILLED;
+    if (acts) REQUIRE(pthread_create(&t, NULL, act_later, &l) == 0);
+
+    static uint8_t buf[300000];
+    double t0 = now_s();
+    long s0 = thread_sleeps();
+    int rc = ccoip_shmpipe_read(&p, buf, 1);
+    double t_end = now_s();
+    long sleeps = thread_sleeps() - s0;
+    double waited = t_end - t0, late = waited - idle_ms * 1e-3;
+    static const int want[] = {CCOIP_SHMPIPE_OK, CCOIP_SHMPIPE_GONE, CCOIP_SHMPIPE_CLOSED, CCOIP_SHMPIPE_CORRUPT,
+                               CCOIP_SHMPIPE_CLOSED};
+    CHECK_EQ_U64(rc, want[how]);
+    /* 15 ticks of idle time cost the futex's one tick and the socket's wake-up (a few more when a
+     * busy machine wakes poll() spuriously), not 15. */
+    CHECK(sleeps <= 4);
+    /* Ended by the other side's act, not by a tick after it. */
+    CHECK(late > -0.05 && late < 0.5);
+    fprintf(stderr, "idle reader, the other side %s after %d ms: rc %d after %.1f ms more, %ld sleeps\n", names[how],
+            idle_ms, rc, late * 1e3, sleeps);
+    if (how == IDLE_WRITES) {
+        CHECK(ccoip_shmpipe_read(&p, buf + 1, sizeof buf - 1) == CCOIP_SHMPIPE_OK);
+        int bad = 0;
+        for (size_t i = 0; i < sizeof buf; i++) bad += buf[i] != pattern(i);
+        CHECK(bad == 0);
+    }
+    if (acts) pthread_join(t, NULL);
+    if (how != IDLE_KILLED) kill(pid, SIGKILL);
+    CHECK(wait_child(pid) == 100 + SIGKILL);
+    ccoip_shmpipe_close(&p);
+    close(pair[0]);
 }
 
 /* Garbage in the counters the other side writes: CORRUPT, and nothing copied. */
@@ -345,6 +445,7 @@ int main(void) {
     peer_killed(true);
     peer_killed(false);
     shut_from_other_process();
+    for (int how = IDLE_WRITES; how <= IDLE_LOCAL_SHUT; how++) idle_reader(how);
     garbage_counters();
     leftovers_removed();
     return check_exit();
