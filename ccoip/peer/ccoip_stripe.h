@@ -56,4 +56,11 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
  * loss per packet, 8 per stream was worse (3 rounds: 26.1-36.2 MB/s against 38.0-39.0 at 4). */
 uint32_t ccoip_stripe_window(uint32_t width);
 
+/* Gives the ring its lanes (reduce.h, reduce_ring_params_t.lanes): one per stream when the op is
+ * striped over the same number of streams both ways (tx->links, rx->links, as initialised by
+ * ccoip_stripe_link), so a stream in loss recovery holds only its own frames; otherwise one lane.
+ * The frames take the same streams either way (k-th frame on stream k mod width). */
+void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,
+                        const ccoip_stripe_t *rx, uint32_t rx_width);
+
 #endif /* CCOIP_STRIPE_H */
