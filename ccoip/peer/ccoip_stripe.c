@@ -60,7 +60,7 @@ void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint
                         const ccoip_stripe_t *rx, uint32_t rx_width) {
     /* PCCL_STRIPE_LANES=0: one lane, for A/B runs; local (the frames' streams do not depend on it). */
     const char *e = getenv("PCCL_STRIPE_LANES");
-    if (tx_width <= 1 || tx_width != rx_width || (e != NULL && atoi(e) == 0)) {
+    if (tx_width <= 1 || tx_width != rx_width || (e != NULL && strcmp(e, "0") == 0)) {
         rp->lanes = 1;
         return;
     }

@@ -393,8 +393,12 @@ static void test_death(void) {
         double t0 = now_s();
         REQUIRE(run_peers(runs, n) == 0);
         CHECK(now_s() - t0 < 10.0);
+        /* Peer 2 and its successor cannot finish; before peer 2's first step-0 frames are out
+         * nobody can. Later, peers 0 and 1 may have everything they need before it dies. */
         for (uint32_t r = 0; r < n; r++) {
-            CHECK(runs[r].rc == REDUCE_ELINK || runs[r].rc == REDUCE_EABORTED);
+            int rc = runs[r].rc;
+            if (r == 2 || r == 3 || at[k] < 4) CHECK(rc == REDUCE_ELINK || rc == REDUCE_EABORTED);
+            else CHECK(rc == REDUCE_OK || rc == REDUCE_ELINK || rc == REDUCE_EABORTED);
             free(buf[r]);
         }
         lanes_net_destroy(&ln);
