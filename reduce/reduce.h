@@ -184,6 +184,8 @@ typedef struct reduce_link {
  *   output(ctx, off, len)  once recvbuf[off, off + len) holds its final bytes.
  * Each covers every byte exactly once, a sub-chunk at a time, in the order the ring needs them:
  * for rank r of n, chunk (r-1) mod n first, then (r-2), ... down to r (README.md, "Staging").
+ * With lanes (below) that order holds per lane, and the lanes' calls interleave: a stager must
+ * accept ranges out of offset order.
  * A non-zero return fails the ring with REDUCE_ESTAGE. */
 typedef struct reduce_ring_stage {
     int (*input)(void *ctx, size_t off, size_t len);
