@@ -304,7 +304,8 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         for (uint32_t l = 0; l < L; l++) {
             lane_t *ln = &lanes[l];
             const uint32_t lw = l * wl; /* this lane's request slots: [lw, lw + wl) */
-
+            int reduced = 0;
+        lane_turn:
             while (ln->s_retired < ln->s_posted) {
                 uint32_t st = atomic_load(&sreq[lw + ln->s_retired % wl].state);
                 if (st == REDUCE_REQ_PENDING) break;
@@ -417,7 +418,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 progressed = 1;
             }
 
-            if (ln->r_done < ln->r_posted) {
+            if (!reduced && ln->r_done < ln->r_posted) {
                 uint32_t st = atomic_load(&rreq[lw + ln->r_done % wl].state);
                 if (st == REDUCE_REQ_FAILED) {
                     rc = REDUCE_ELINK;
@@ -465,7 +466,10 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                     }
                     ln->r_done++;
                     cursor_next(&g, &ln->rproc);
-                    progressed = 1;
+                    progressed = reduced = 1;
+                    /* Post the send this reduce unblocked now, not after the other lanes'
+                     * reduces of this turn: the next peer waits for it. */
+                    goto lane_turn;
                 }
             }
 
