@@ -17,6 +17,12 @@
  * One loop turn retires finished sends, posts what it may, then reduces at most one received
  * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce.
  *
+ * Lanes (params->lanes = S, README.md "Lanes"): when every chunk cuts into a multiple of S
+ * sub-chunks, the items with j mod S = l form lane l, and every rule above relates items of one
+ * lane only (all the offsets between related items are multiples of S). Each lane then keeps its
+ * own cursors, counters and window / S slots, and posts to stream l itself; a loop turn serves
+ * every lane in turn. Frame k still travels on stream k mod S, as the striped link deals it.
+ *
  * Quantized (params->quantization): every frame is a quantized sub-chunk (reduce_quant.c).
  * Sends of steps 0 .. N-1 quantize at post time into a send staging slot: step 0 from sendbuf,
  * later reduce-scatter steps the partial in recvbuf, step N-1 the owner's finished chunk, which
