@@ -175,6 +175,7 @@ typedef struct reduce_link {
 #define REDUCE_RING_DEFAULT_WINDOW 8u
 #define REDUCE_RING_MAX_WINDOW 64u
 #define REDUCE_RING_DEFAULT_POLL_US 1000u
+#define REDUCE_RING_MAX_LANES 16u
 
 /* Staging hooks, for buffers that live elsewhere (CUDA device memory staged through one host
  * block that serves as sendbuf and recvbuf both). The ring calls
@@ -183,6 +184,8 @@ typedef struct reduce_link {
  *   output(ctx, off, len)  once recvbuf[off, off + len) holds its final bytes.
  * Each covers every byte exactly once, a sub-chunk at a time, in the order the ring needs them:
  * for rank r of n, chunk (r-1) mod n first, then (r-2), ... down to r (README.md, "Staging").
+ * With lanes (below) that order holds per lane, and the lanes' calls interleave: a stager must
+ * accept ranges out of offset order.
  * A non-zero return fails the ring with REDUCE_ESTAGE. */
 typedef struct reduce_ring_stage {
     int (*input)(void *ctx, size_t off, size_t len);
@@ -222,6 +225,15 @@ typedef struct reduce_ring_params {
      * sendbuf and recvbuf unchanged until every peer's ring has finished, not only this one. */
     int send_by_reference;
     const reduce_ring_probe_t *probe;  /* NULL: no profiling */
+    /* Lanes (README.md "Lanes"): next and prev deal the k-th frame of each direction to stream
+     * k mod lanes, and next_lanes[s] / prev_lanes[s] are those streams (lanes links each). When
+     * every chunk cuts into a multiple of `lanes` sub-chunks, each stream's frames depend only on
+     * earlier frames of the same stream: the ring then runs one in-order lane per stream (window
+     * / lanes sub-chunks in flight each), posting straight to the lane's link, so a stream that
+     * stalls holds only its own share. Otherwise, or with lanes 0 or 1 (or NULL arrays), one lane
+     * over next and prev. Either way frame k travels on stream k mod lanes. */
+    uint32_t lanes;                    /* <= REDUCE_RING_MAX_LANES */
+    const reduce_link_t *next_lanes, *prev_lanes;
 } reduce_ring_params_t;
 
 typedef struct reduce_ring_stats {

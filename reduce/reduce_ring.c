@@ -17,6 +17,12 @@
  * One loop turn retires finished sends, posts what it may, then reduces at most one received
  * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce.
  *
+ * Lanes (params->lanes = S, README.md "Lanes"): when every chunk cuts into a multiple of S
+ * sub-chunks, the items with j mod S = l form lane l, and every rule above relates items of one
+ * lane only (all the offsets between related items are multiples of S). Each lane then keeps its
+ * own cursors, counters and window / S slots, and posts to stream l itself; a loop turn serves
+ * every lane in turn. Frame k still travels on stream k mod S, as the striped link deals it.
+ *
  * Quantized (params->quantization): every frame is a quantized sub-chunk (reduce_quant.c).
  * Sends of steps 0 .. N-1 quantize at post time into a send staging slot: step 0 from sendbuf,
  * later reduce-scatter steps the partial in recvbuf, step N-1 the owner's finished chunk, which
@@ -37,10 +43,12 @@ typedef struct ring {
     size_t count, esz, sub_elems;
 } ring_t;
 
-/* A position in one of the two item streams: step t, sub-chunk j of chunk `chunk`. */
+/* A position in one lane of one of the two item streams: step t, sub-chunk j of chunk `chunk`.
+ * Lane `first` of `stride` lanes holds the sub-chunks j = first, first + stride, ... of every
+ * step (one lane: all of them). */
 typedef struct cursor {
     uint32_t t, chunk, lag; /* lag: 1 for the send stream, 2 for the receive stream */
-    size_t j, nsub;
+    size_t j, nsub, first, stride;
     size_t off, len; /* bytes, of the current item */
 } cursor_t;
 
@@ -87,7 +95,7 @@ static void cursor_settle(const ring_t *g, cursor_t *cur) {
         cur->nsub = nsub_of(g, cur->chunk);
         if (cur->j < cur->nsub) break;
         cur->t++;
-        cur->j = 0;
+        cur->j = cur->first;
     }
     if (cur->t >= steps(g)) return;
     size_t start, len;
@@ -97,14 +105,16 @@ static void cursor_settle(const ring_t *g, cursor_t *cur) {
     cur->len = len - cur->j * sub_bytes < sub_bytes ? len - cur->j * sub_bytes : sub_bytes;
 }
 
-static void cursor_init(const ring_t *g, cursor_t *cur, uint32_t lag) {
+static void cursor_init(const ring_t *g, cursor_t *cur, uint32_t lag, size_t lane, size_t lanes) {
     memset(cur, 0, sizeof *cur);
     cur->lag = lag;
+    cur->j = cur->first = lane;
+    cur->stride = lanes;
     cursor_settle(g, cur);
 }
 
 static void cursor_next(const ring_t *g, cursor_t *cur) {
-    cur->j++;
+    cur->j += cur->stride;
     cursor_settle(g, cur);
 }
 
@@ -123,7 +133,8 @@ static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void
     if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return REDUCE_EINVAL;
     if (count > 0 && sendbuf != recvbuf && ranges_overlap(sendbuf, recvbuf, count * esz))
         return REDUCE_EINVAL;
-    if (p->subchunk_bytes > MAX_SUBCHUNK || p->window > REDUCE_RING_MAX_WINDOW)
+    if (p->subchunk_bytes > MAX_SUBCHUNK || p->window > REDUCE_RING_MAX_WINDOW ||
+        p->lanes > REDUCE_RING_MAX_LANES)
         return REDUCE_EINVAL;
     if (p->world_size > 1) {
         if (p->next.ops == NULL || p->prev.ops == NULL || p->cache == NULL ||
@@ -161,6 +172,23 @@ static uint64_t gather_need(const ring_t *g, const cursor_t *cur, uint64_t idx, 
     return n0 + base2 + upto;
 }
 
+/* The lane count the ring runs with: `lanes` when every chunk cuts into a multiple of it
+ * (then sub-chunk j of every step sits on stream j mod lanes, and so do the items it depends
+ * on), else 1. A function of the call's shape only, so every peer decides alike. */
+static uint32_t lanes_for(const ring_t *g, const reduce_ring_params_t *p) {
+    if (p->lanes <= 1 || p->next_lanes == NULL || p->prev_lanes == NULL) return 1;
+    for (uint32_t c = 0; c < g->n; c++)
+        if (nsub_of(g, c) % p->lanes != 0) return 1;
+    return p->lanes;
+}
+
+/* One lane: its links, cursors and counters (items of this lane only, counted from 0). */
+typedef struct lane {
+    reduce_link_t next, prev;
+    cursor_t spost, rpost, rproc;
+    uint64_t s_posted, s_retired, r_posted, r_done;
+} lane_t;
+
 int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
                           size_t count, pcclDataType_t dtype, pcclRedOp_t op,
                           reduce_ring_stats_t *stats) {
@@ -188,9 +216,13 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     const uint32_t n = g.n;
     char *const out = recvbuf;
     const char *const in = sendbuf;
+    /* L lanes of wl items in flight per direction each; L * wl <= REDUCE_RING_MAX_WINDOW. */
+    const uint32_t L = lanes_for(&g, p);
+    const uint32_t wl = window / L ? window / L : 1;
 
     /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
-     * its last step; reduce-scatter receives come first in the receive stream. */
+     * its last step; reduce-scatter receives come first in the receive stream. With L lanes
+     * every step's item count is a multiple of L, and so is each of these. */
     uint64_t n0 = nsub_of(&g, chunk_at(&g, 1, 0));
     uint64_t total_recvs = 0, rs_recvs = 0, rs_sends = n0;
     for (uint32_t t = 0; t < steps(&g); t++) {
@@ -200,21 +232,25 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         if (t + 2 < n) rs_sends += k; /* forwarded at step t + 1, still a reduce-scatter step */
     }
     uint64_t total_sends = n0 + total_recvs - nsub_of(&g, chunk_at(&g, 2, steps(&g) - 1));
+    /* The same per lane. */
+    const uint64_t n0_l = n0 / L, rs_recvs_l = rs_recvs / L, rs_sends_l = rs_sends / L;
+    const uint64_t total_recvs_l = total_recvs / L, total_sends_l = total_sends / L;
 
-    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one; or,
-     * quantized, the one block of qstage_t. */
+    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one (nst
+     * per lane, lane l's at [l * nst, (l + 1) * nst)); or, quantized, the one block of qstage_t. */
     size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
     size_t max_sub_elems = g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems;
     size_t staging_bytes = max_sub_elems * esz;
     uint32_t nstaging = 0;
+    const uint32_t nst = rs_recvs_l < wl ? (uint32_t) rs_recvs_l : wl;
+    const uint32_t nst_tx = n0_l + rs_recvs_l < wl ? (uint32_t) (n0_l + rs_recvs_l) : wl;
     void *staging[REDUCE_RING_MAX_WINDOW];
     reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
     size_t slen[REDUCE_RING_MAX_WINDOW];
     qstage_t q = { .on = q_on };
     void *qblock = NULL;
     if (q.on) {
-        uint64_t nrx = rs_recvs < window ? rs_recvs : window;
-        uint64_t ntx = n0 + rs_recvs < window ? n0 + rs_recvs : window;
+        uint64_t nrx = (uint64_t) L * nst, ntx = (uint64_t) L * nst_tx;
         uint64_t nsub_max = (max_chunk_elems + g.sub_elems - 1) / g.sub_elems;
         q.stride = round64(reduce_quant_frame_bytes(dtype, qo, max_sub_elems));
         size_t ngather = n - 1 >= 2 ? 2 : 1;
@@ -232,7 +268,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         q.gather = (char *) qblock + off_gather;
         q.scratch = (char *) qblock + off_scratch;
     } else {
-        nstaging = rs_recvs < window ? (uint32_t) rs_recvs : window;
+        nstaging = L * nst;
         for (uint32_t i = 0; i < nstaging; i++) {
             staging[i] = reduce_cache_alloc(p->cache, staging_bytes);
             if (staging[i] == NULL) {
@@ -242,11 +278,16 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         }
     }
 
-    cursor_t spost, rpost, rproc;
-    cursor_init(&g, &spost, 1);
-    cursor_init(&g, &rpost, 2);
-    cursor_init(&g, &rproc, 2);
-    uint64_t s_posted = 0, s_retired = 0, r_posted = 0, r_done = 0;
+    lane_t lanes[REDUCE_RING_MAX_LANES];
+    for (uint32_t l = 0; l < L; l++) {
+        lane_t *ln = &lanes[l];
+        memset(ln, 0, sizeof *ln);
+        ln->next = L > 1 ? p->next_lanes[l] : p->next;
+        ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
+        cursor_init(&g, &ln->spost, 1, l, L);
+        cursor_init(&g, &ln->rpost, 2, l, L);
+        cursor_init(&g, &ln->rproc, 2, l, L);
+    }
     uint64_t tx = 0, rx = 0;
     /* Profiling: phase handles; ph_open[k]: 0 before, 1 while, 2 after the phase. */
     const reduce_ring_probe_t *probe = p->probe;
@@ -264,175 +305,207 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
             break;
         }
         uint32_t seen = atomic_load(p->doorbell);
-        int progressed = 0;
+        int progressed = 0, rs_left = 0, left = 0;
 
-        while (s_retired < s_posted) {
-            uint32_t st = atomic_load(&sreq[s_retired % window].state);
-            if (st == REDUCE_REQ_PENDING) break;
-            if (st != REDUCE_REQ_DONE) {
-                rc = REDUCE_ELINK;
-                goto out;
-            }
-            tx += slen[s_retired % window];
-            s_retired++;
-            progressed = 1;
-        }
-
-        while (r_posted < total_recvs && r_posted - r_done < window) {
-            int gather = rpost.t >= n - 1;
-            void *dst;
-            size_t len;
-            if (!q.on) {
-                if (gather && r_posted - rs_recvs >= s_retired) break;
-                dst = gather ? (void *) (out + rpost.off) : staging[r_posted % window];
-                len = rpost.len;
-            } else {
-                if (rpost.t >= n + 1 && s_retired < gather_need(&g, &rpost, r_posted, n0)) break;
-                dst = gather ? gather_slot(&g, &q, rpost.t, rpost.j)
-                             : q.rx + (r_posted % window) * q.stride;
-                len = reduce_quant_frame_bytes(dtype, qo, rpost.len / esz);
-            }
-            reduce_req_t *rq = &rreq[r_posted % window];
-            atomic_store(&rq->state, REDUCE_REQ_PENDING);
-            rq->doorbell = p->doorbell;
-            rq->flags = 0;
-            if (probe != NULL && gather && ph_open[1] == 0) {
-                ph[1] = probe->begin(probe->ctx, 1);
-                ph_open[1] = 1;
-            }
-            rq->trace = ph[gather];
-            if (p->prev.ops->post_recv(p->prev.ctx, p->tag, rpost.off, dst, len, rq) != 0) {
-                rc = REDUCE_ELINK;
-                goto out;
-            }
-            r_posted++;
-            cursor_next(&g, &rpost);
-            progressed = 1;
-        }
-
-        while (s_posted < total_sends && s_posted - s_retired < window) {
-            if (s_posted >= n0 && s_posted - n0 >= r_done) break;
-            if (stage != NULL && spost.t == 0 && stage->input(stage->ctx, spost.off, spost.len) != 0) {
-                rc = REDUCE_ESTAGE;
-                goto out;
-            }
-            const void *src;
-            size_t len;
-            if (!q.on) {
-                src = spost.t == 0 ? (const void *) (in + spost.off)
-                                   : (const void *) (out + spost.off);
-                len = spost.len;
-            } else {
-                size_t elems = spost.len / esz;
-                len = reduce_quant_frame_bytes(dtype, qo, elems);
-                if (spost.t >= n) {
-                    src = gather_slot(&g, &q, spost.t - 1, spost.j); /* forward as received */
-                } else {
-                    char *f = q.tx + (s_posted % window) * q.stride;
-                    reduce_quant_encode(dtype, qo, f, spost.t == 0 ? in + spost.off : out + spost.off,
-                                        elems);
-                    /* The owner keeps exactly what every other peer will decode. */
-                    if (spost.t == n - 1) {
-                        reduce_quant_decode(dtype, qo, out + spost.off, f, elems);
-                        if (stage != NULL && stage->output(stage->ctx, spost.off, spost.len) != 0) {
-                            rc = REDUCE_ESTAGE;
-                            goto out;
-                        }
-                    }
-                    src = f;
-                }
-            }
-            reduce_req_t *sq = &sreq[s_posted % window];
-            atomic_store(&sq->state, REDUCE_REQ_PENDING);
-            sq->doorbell = p->doorbell;
-            /* Plain sends read the caller's buffers, and the ring overwrites sent bytes only
-             * with the all-gather of the same range, which reaches us after `next` has read
-             * them (the chunk went round the ring through `next` first): by reference is safe
-             * as long as the caller leaves the buffers alone until every peer has finished.
-             * Quantized frames live in slots the ring reuses, so they are copied. */
-            sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
-            slen[s_posted % window] = len;
-            int sgather = s_posted >= rs_sends;
-            if (probe != NULL && sgather && ph_open[1] == 0) {
-                ph[1] = probe->begin(probe->ctx, 1);
-                ph_open[1] = 1;
-            }
-            sq->trace = ph[sgather];
-            if (p->next.ops->post_send(p->next.ctx, p->tag, spost.off, src, len, sq) != 0) {
-                rc = REDUCE_ELINK;
-                goto out;
-            }
-            s_posted++;
-            cursor_next(&g, &spost);
-            progressed = 1;
-        }
-
-        if (r_done < r_posted) {
-            uint32_t st = atomic_load(&rreq[r_done % window].state);
-            if (st == REDUCE_REQ_FAILED) {
-                rc = REDUCE_ELINK;
-                goto out;
-            }
-            if (st == REDUCE_REQ_DONE) {
-                size_t elems = rproc.len / esz;
-                if (stage != NULL && rproc.t < n - 1 &&
-                    stage->input(stage->ctx, rproc.off, rproc.len) != 0) {
-                    rc = REDUCE_ESTAGE;
+        for (uint32_t l = 0; l < L; l++) {
+            lane_t *ln = &lanes[l];
+            const uint32_t lw = l * wl; /* this lane's request slots: [lw, lw + wl) */
+            int reduced = 0;
+        lane_turn:
+            while (ln->s_retired < ln->s_posted) {
+                uint32_t st = atomic_load(&sreq[lw + ln->s_retired % wl].state);
+                if (st == REDUCE_REQ_PENDING) break;
+                if (st != REDUCE_REQ_DONE) {
+                    rc = REDUCE_ELINK;
                     goto out;
                 }
-                if (!q.on) {
-                    if (rproc.t < n - 1)
-                        reduce_combine(dtype, op, out + rproc.off, staging[r_done % window],
-                                       in + rproc.off, elems);
-                    rx += rproc.len;
-                } else {
-                    int gather = rproc.t >= n - 1;
-                    const void *f = gather ? gather_slot(&g, &q, rproc.t, rproc.j)
-                                           : q.rx + (r_done % window) * q.stride;
-                    if (reduce_quant_decode(dtype, qo, gather ? out + rproc.off : q.scratch, f,
-                                            elems) != REDUCE_OK) {
-                        LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame "
-                                  "at offset %zu (header does not match %zu elements of dtype %d)",
-                                  (unsigned long long) p->tag, p->rank, n, rproc.off, elems,
-                                  (int) dtype);
-                        rc = REDUCE_ELINK;
-                        goto out;
-                    }
-                    if (!gather)
-                        reduce_combine(dtype, op, out + rproc.off, q.scratch, in + rproc.off, elems);
-                    rx += reduce_quant_frame_bytes(dtype, qo, elems);
-                }
-                if (rproc.t == n - 2) reduce_finish(dtype, op, out + rproc.off, elems, n);
-                /* Final bytes: the owner's chunk after its finish (quantized: once it is
-                 * decoded back at its send, above), every other chunk as the gather delivers it. */
-                if (stage != NULL && (rproc.t >= n - 1 || (rproc.t == n - 2 && !q.on)) &&
-                    stage->output(stage->ctx, rproc.off, rproc.len) != 0) {
-                    rc = REDUCE_ESTAGE;
-                    goto out;
-                }
-                r_done++;
-                cursor_next(&g, &rproc);
+                tx += slen[lw + ln->s_retired % wl];
+                ln->s_retired++;
                 progressed = 1;
             }
+
+            while (ln->r_posted < total_recvs_l && ln->r_posted - ln->r_done < wl) {
+                const cursor_t *rpost = &ln->rpost;
+                int gather = rpost->t >= n - 1;
+                void *dst;
+                size_t len;
+                if (!q.on) {
+                    /* All-gather receive i covers the bytes of send i (same lane: rs_recvs % L == 0). */
+                    if (gather && ln->r_posted - rs_recvs_l >= ln->s_retired) break;
+                    dst = gather ? (void *) (out + rpost->off) : staging[l * nst + ln->r_posted % wl];
+                    len = rpost->len;
+                } else {
+                    if (rpost->t >= n + 1) {
+                        /* The sends of this lane among the first `need` of the send stream. */
+                        uint64_t need = gather_need(&g, rpost, ln->r_posted * L + l, n0);
+                        uint64_t need_l = need > l ? (need - l + L - 1) / L : 0;
+                        if (ln->s_retired < need_l) break;
+                    }
+                    dst = gather ? gather_slot(&g, &q, rpost->t, rpost->j)
+                                 : q.rx + (l * nst + ln->r_posted % wl) * q.stride;
+                    len = reduce_quant_frame_bytes(dtype, qo, rpost->len / esz);
+                }
+                reduce_req_t *rq = &rreq[lw + ln->r_posted % wl];
+                atomic_store(&rq->state, REDUCE_REQ_PENDING);
+                rq->doorbell = p->doorbell;
+                rq->flags = 0;
+                if (probe != NULL && gather && ph_open[1] == 0) {
+                    ph[1] = probe->begin(probe->ctx, 1);
+                    ph_open[1] = 1;
+                }
+                rq->trace = ph[gather];
+                if (ln->prev.ops->post_recv(ln->prev.ctx, p->tag, rpost->off, dst, len, rq) != 0) {
+                    rc = REDUCE_ELINK;
+                    goto out;
+                }
+                ln->r_posted++;
+                cursor_next(&g, &ln->rpost);
+                progressed = 1;
+            }
+
+            while (ln->s_posted < total_sends_l && ln->s_posted - ln->s_retired < wl) {
+                /* Send k >= n0 forwards receive k - n0 (same lane: n0 % L == 0). */
+                if (ln->s_posted >= n0_l && ln->s_posted - n0_l >= ln->r_done) break;
+                const cursor_t *spost = &ln->spost;
+                if (stage != NULL && spost->t == 0 &&
+                    stage->input(stage->ctx, spost->off, spost->len) != 0) {
+                    rc = REDUCE_ESTAGE;
+                    goto out;
+                }
+                const void *src;
+                size_t len;
+                if (!q.on) {
+                    src = spost->t == 0 ? (const void *) (in + spost->off)
+                                        : (const void *) (out + spost->off);
+                    len = spost->len;
+                } else {
+                    size_t elems = spost->len / esz;
+                    len = reduce_quant_frame_bytes(dtype, qo, elems);
+                    if (spost->t >= n) {
+                        src = gather_slot(&g, &q, spost->t - 1, spost->j); /* forward as received */
+                    } else {
+                        char *f = q.tx + (l * nst_tx + ln->s_posted % wl) * q.stride;
+                        reduce_quant_encode(dtype, qo, f,
+                                            spost->t == 0 ? in + spost->off : out + spost->off, elems);
+                        /* The owner keeps exactly what every other peer will decode. */
+                        if (spost->t == n - 1) {
+                            reduce_quant_decode(dtype, qo, out + spost->off, f, elems);
+                            if (stage != NULL &&
+                                stage->output(stage->ctx, spost->off, spost->len) != 0) {
+                                rc = REDUCE_ESTAGE;
+                                goto out;
+                            }
+                        }
+                        src = f;
+                    }
+                }
+                reduce_req_t *sq = &sreq[lw + ln->s_posted % wl];
+                atomic_store(&sq->state, REDUCE_REQ_PENDING);
+                sq->doorbell = p->doorbell;
+                /* Plain sends read the caller's buffers, and the ring overwrites sent bytes only
+                 * with the all-gather of the same range, which reaches us after `next` has read
+                 * them (the chunk went round the ring through `next` first): by reference is safe
+                 * as long as the caller leaves the buffers alone until every peer has finished.
+                 * Quantized frames live in slots the ring reuses, so they are copied. */
+                sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
+                slen[lw + ln->s_posted % wl] = len;
+                int sgather = ln->s_posted >= rs_sends_l;
+                if (probe != NULL && sgather && ph_open[1] == 0) {
+                    ph[1] = probe->begin(probe->ctx, 1);
+                    ph_open[1] = 1;
+                }
+                sq->trace = ph[sgather];
+                if (ln->next.ops->post_send(ln->next.ctx, p->tag, spost->off, src, len, sq) != 0) {
+                    rc = REDUCE_ELINK;
+                    goto out;
+                }
+                ln->s_posted++;
+                cursor_next(&g, &ln->spost);
+                progressed = 1;
+            }
+
+            if (!reduced && ln->r_done < ln->r_posted) {
+                uint32_t st = atomic_load(&rreq[lw + ln->r_done % wl].state);
+                if (st == REDUCE_REQ_FAILED) {
+                    rc = REDUCE_ELINK;
+                    goto out;
+                }
+                if (st == REDUCE_REQ_DONE) {
+                    const cursor_t *rproc = &ln->rproc;
+                    size_t elems = rproc->len / esz;
+                    if (stage != NULL && rproc->t < n - 1 &&
+                        stage->input(stage->ctx, rproc->off, rproc->len) != 0) {
+                        rc = REDUCE_ESTAGE;
+                        goto out;
+                    }
+                    if (!q.on) {
+                        if (rproc->t < n - 1)
+                            reduce_combine(dtype, op, out + rproc->off,
+                                           staging[l * nst + ln->r_done % wl], in + rproc->off, elems);
+                        rx += rproc->len;
+                    } else {
+                        int gather = rproc->t >= n - 1;
+                        const void *f = gather ? gather_slot(&g, &q, rproc->t, rproc->j)
+                                               : q.rx + (l * nst + ln->r_done % wl) * q.stride;
+                        if (reduce_quant_decode(dtype, qo, gather ? out + rproc->off : q.scratch, f,
+                                                elems) != REDUCE_OK) {
+                            LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame "
+                                      "at offset %zu (header does not match %zu elements of dtype %d)",
+                                      (unsigned long long) p->tag, p->rank, n, rproc->off, elems,
+                                      (int) dtype);
+                            rc = REDUCE_ELINK;
+                            goto out;
+                        }
+                        if (!gather)
+                            reduce_combine(dtype, op, out + rproc->off, q.scratch, in + rproc->off,
+                                           elems);
+                        rx += reduce_quant_frame_bytes(dtype, qo, elems);
+                    }
+                    if (rproc->t == n - 2) reduce_finish(dtype, op, out + rproc->off, elems, n);
+                    /* Final bytes: the owner's chunk after its finish (quantized: once it is
+                     * decoded back at its send, above), every other chunk as the gather delivers
+                     * it. Lanes report their own sub-chunks, so ranges come out of offset order. */
+                    if (stage != NULL && (rproc->t >= n - 1 || (rproc->t == n - 2 && !q.on)) &&
+                        stage->output(stage->ctx, rproc->off, rproc->len) != 0) {
+                        rc = REDUCE_ESTAGE;
+                        goto out;
+                    }
+                    ln->r_done++;
+                    cursor_next(&g, &ln->rproc);
+                    progressed = reduced = 1;
+                    /* Post the send this reduce unblocked now, not after the other lanes'
+                     * reduces of this turn: the next peer waits for it. */
+                    goto lane_turn;
+                }
+            }
+
+            rs_left |= ln->s_retired < rs_sends_l || ln->r_done < rs_recvs_l;
+            left |= ln->s_retired < total_sends_l || ln->r_done < total_recvs_l;
         }
 
-        if (probe != NULL && ph_open[0] == 1 && s_retired >= rs_sends && r_done >= rs_recvs) {
+        if (probe != NULL && ph_open[0] == 1 && !rs_left) {
             probe->end(probe->ctx, 0, REDUCE_OK);
             ph_open[0] = 2;
         }
-        if (s_retired == total_sends && r_done == total_recvs) break;
+        if (!left) break;
         if (!progressed) p->prev.ops->wait(p->prev.ctx, p->doorbell, seen, poll_us);
     }
 
 out:
     if (rc != REDUCE_OK) {
-        /* Nothing may touch our buffers, staging blocks or request structs after we return. */
+        /* Nothing may touch our buffers, staging blocks or request structs after we return.
+         * next and prev cancel on every stream of their lanes. */
         p->next.ops->cancel(p->next.ctx, p->tag);
         p->prev.ops->cancel(p->prev.ctx, p->tag);
-        LOG_DEBUG("reduce", "ring tag %llu rank %u/%u: %s after %llu/%llu sends, %llu/%llu receives",
-                  (unsigned long long) p->tag, p->rank, n, reduce_strerror(rc),
-                  (unsigned long long) s_retired, (unsigned long long) total_sends,
-                  (unsigned long long) r_done, (unsigned long long) total_recvs);
+        uint64_t sr = 0, rd = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            sr += lanes[l].s_retired;
+            rd += lanes[l].r_done;
+        }
+        LOG_DEBUG("reduce", "ring tag %llu rank %u/%u: %s after %llu/%llu sends, %llu/%llu receives "
+                  "(%u lanes)", (unsigned long long) p->tag, p->rank, n, reduce_strerror(rc),
+                  (unsigned long long) sr, (unsigned long long) total_sends,
+                  (unsigned long long) rd, (unsigned long long) total_recvs, L);
     }
     /* After the cancels: no request of the ring is in a link's hands any more. */
     for (int k = 0; k < 2; k++)

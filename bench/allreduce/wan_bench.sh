@@ -10,7 +10,8 @@
 # The cases where each flow is limited on its own (per-flow caps, cubic under loss) are in
 # flow_bench.sh. Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB
 # overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a token PwW: pool P with
-# PCCL_STRIPE_WINDOW=W, the striped ring's window), WAN_ROUNDS (default 1) runs that many
+# PCCL_STRIPE_WINDOW=W, the striped ring's window; a token Ps: pool P with the striped ring on
+# one lane, PCCL_STRIPE_LANES=0, as before session 8), WAN_ROUNDS (default 1) runs that many
 # interleaved rounds (odd rounds in reverse pool order) and reports each pool's median; each
 # round also measures raw TCP h0 -> h1 with 1 and with P parallel streams (the op's bytes split
 # over them, started together). WAN_LOSS (default 0.001) the loss per packet, WAN_DELAY_MS
@@ -72,17 +73,19 @@ tcpdelta() {
 }
 # Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
 rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
-streams=$(echo $pools | tr ' ' '\n' | sed 's/w.*//' | sort -nu)
+np_of() { echo "$1" | sed 's/[ws].*//'; }
+streams=$(for pool in $pools; do np_of "$pool"; done | sort -nu)
 r=0
 while [ $r -lt "$rounds" ]; do
     order=$pools; [ $((r % 2)) = 1 ] && order=$rev
     # Through ns_fg: a TERM then ends the bench at once, not after the transfer.
     for k in $streams; do ns_fg ns_tcp_n 0 1 $((mib / k)) "$k" > "$tmp/t" && cat "$tmp/t" >> "$tmp/tcp$k" && echo >> "$tmp/tcp$k"; done
     for pool in $order; do
-        win="" np=${pool%%w*}
+        win="" lanes="" np=$(np_of "$pool")
         case $pool in *w*) win=${pool#*w};; esac
+        case $pool in *s) lanes=0;; esac
         [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st0"
-        ns_fg env PCCL_STRIPE_WINDOW=$win ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
+        ns_fg env PCCL_STRIPE_WINDOW=$win PCCL_STRIPE_LANES=$lanes ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
             --parts 16 --inflight $((np * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
@@ -105,9 +108,9 @@ p1=""
 for pool in $pools; do
     pb=$(median "$tmp/bus$pool") || continue
     [ -n "$pb" ] || continue
-    tk=$(median "$tmp/tcp${pool%%w*}")
+    tk=$(median "$tmp/tcp$(np_of "$pool")")
     echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp,$pb,MB/s,$tcp,$(ratio "$pb" "$tcp")"
-    [ -n "$tk" ] && echo "allreduce_wan/${cc}_n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_${pool%%w*}_streams,$pb,MB/s,$tk,$(ratio "$pb" "$tk")"
+    [ -n "$tk" ] && echo "allreduce_wan/${cc}_n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_$(np_of "$pool")_streams,$pb,MB/s,$tk,$(ratio "$pb" "$tk")"
     [ "$only" != 1 ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_raw_tcp_sndbuf,$pb,MB/s,$tcp_sb,$(ratio "$pb" "$tcp_sb")"
     [ -n "$gb" ] && echo "allreduce_wan/n4_${mib}MiB_multi_pool${pool}_busbw_vs_gloo,$pb,MB/s,$gb,$(ratio "$pb" "$gb")"
     [ $pool = 1 ] && p1=$pb

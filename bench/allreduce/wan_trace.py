@@ -8,7 +8,9 @@ traces (PCCL_TRACE_FILE, docs/profiler.md). Usage: wan_trace.py LABEL TRACE.json
   spread   per op, the last received frame's end on the latest stream minus that on the
            earliest stream: how long one stream holds the op's tail after the others finished
   hol      per op, the sum over frames of (the time the frame could be processed in order -
-           its own end): frames that waited for an earlier frame of another stream
+           its own end): frames that waited for an earlier frame of another stream. Since the
+           ring runs one lane per stream (session 8, reduce/README.md "Lanes") it no longer
+           waits so: hol is then what one global order would have cost, not a cost paid
   rate     bytes received per ring second, per peer (MB/s)
 Only the standard library; the traces are read line by line (one event a line)."""
 import json

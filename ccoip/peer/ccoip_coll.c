@@ -347,6 +347,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
         unsigned host_peers = comm->p2p.links.host_peers;
         if (same_host && host_peers < 2) host_peers = go.world;
         pthread_mutex_unlock(&comm->colls.lock);
+        if (ready) ccoip_stripe_lanes(&rp, &txs, op->tx_width, &rxs, op->rx_width);
         /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
          * DONE, i.e. once every peer's ring has read all it will read of our buffers. */
         rp.send_by_reference = ccoip_splice_pays(same_host, host_peers);

@@ -55,3 +55,16 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
     s->n = n;
     return (reduce_link_t){&stripe_ops, s};
 }
+
+void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,
+                        const ccoip_stripe_t *rx, uint32_t rx_width) {
+    /* PCCL_STRIPE_LANES=0: one lane, for A/B runs; local (the frames' streams do not depend on it). */
+    const char *e = getenv("PCCL_STRIPE_LANES");
+    if (tx_width <= 1 || tx_width != rx_width || (e != NULL && strcmp(e, "0") == 0)) {
+        rp->lanes = 1;
+        return;
+    }
+    rp->lanes = tx_width;
+    rp->next_lanes = tx->links;
+    rp->prev_lanes = rx->links;
+}

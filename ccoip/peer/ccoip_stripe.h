@@ -31,7 +31,9 @@
  * 0.93-1.03 x pool 1. Pool 8 carried 5 x pool 1 under cubic loss but fell to 0.74-0.82 x pool 1
  * with BBR on 4 hosts of the 2-core machine (CPU), so 4. Session 7, BBR under 0.1 % loss per packet,
  * 8 rounds: 0.96-1.07 x pool 1 at load <= 2.5, lower only when the machine was loaded (pool 4 costs
- * 1.5 x the CPU per op); its topology round now costs what pool 1's does (concurrent connects). */
+ * 1.5 x the CPU per op); its topology round now costs what pool 1's does (concurrent connects).
+ * Session 8, with one ring lane per stream (ccoip_stripe_lanes), on the quiet 16-core host: pool 4
+ * 0.965-1.196 x pool 1 over 14 rounds (one lane: 0.87-0.99), pool 2 0.97-1.19, pool 8 0.74-1.15. */
 #define CCOIP_DEFAULT_POOL 4u
 
 typedef struct ccoip_stripe_t {
@@ -50,10 +52,17 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
 
 /* The ring's window (sub-chunks in flight per direction) for an op over `width` streams: four
  * frames per stream (at least the ring's default 8), so that a stream in loss recovery holds the
- * others less soon. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss per skb, pool 4; 11 runs
+ * others less soon; with lanes, each lane gets window / width of it. wan_bench (4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss per skb, pool 4; 11 runs
  * each over 3 sessions of interleaved rounds): median 44.1 MB/s at 2 per stream, 45.7 at 4 (pool
  * 1: 50.7): a small gain, noisy. The per-flow-capped path read alike (45.0 / 44.9 MB/s). With
  * loss per packet, 8 per stream was worse (3 rounds: 26.1-36.2 MB/s against 38.0-39.0 at 4). */
 uint32_t ccoip_stripe_window(uint32_t width);
+
+/* Gives the ring its lanes (reduce.h, reduce_ring_params_t.lanes): one per stream when the op is
+ * striped over the same number of streams both ways (tx->links, rx->links, as initialised by
+ * ccoip_stripe_link), so a stream in loss recovery holds only its own frames; otherwise one lane.
+ * The frames take the same streams either way (k-th frame on stream k mod width). */
+void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,
+                        const ccoip_stripe_t *rx, uint32_t rx_width);
 
 #endif /* CCOIP_STRIPE_H */

@@ -9,6 +9,7 @@
  *      survivors' call retries and returns success, every op equals the reduction over all 4
  *      inputs or over the 3 survivors', the same bytes on every survivor.
  *   3. 3 peers with pools 1, 3 and 2: each link striped over its own stream count.
+ * Steps 1 and 3 run a count that cuts into one lane per stream (LANES) beside one that does not.
  * Usage: stripe_test PCCL_MASTER ASYNC_PEER */
 #include <unistd.h>
 
@@ -16,10 +17,13 @@
 #include "tests/common/check.h"
 
 #define BIG 2500003
+/* Cuts into whole lanes (reduce/README.md "Lanes"): over 4 peers, chunks of 1048576 and 1048575
+ * elements, 16 sub-chunks each for 4-byte kinds (32 for float64), the last one shorter. */
+#define LANES 4194301
 
-static void run_batch(ad_t *a, const char *cmd_tail, int k, const char *what) {
+static void run_batch(ad_t *a, int count, const char *cmd_tail, int k, const char *what) {
     char cmd[160], line[256], first[64] = "";
-    snprintf(cmd, sizeof cmd, "async %d %d %x %s", k, BIG, ad_mask(a), cmd_tail);
+    snprintf(cmd, sizeof cmd, "async %d %d %x %s", k, count, ad_mask(a), cmd_tail);
     long t = ad_now_ms();
     ad_all(a, cmd);
     for (int i = 0; i < a->n; i++) CHECK(ad_read(&a->peers[i], "started", line, sizeof line, 120000));
@@ -71,12 +75,20 @@ int main(int argc, char **argv) {
 
     /* 1 */
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 4)) return 1;
-    run_batch(&a, "0", 4, "striped, 4 kinds");
-    run_batch(&a, "0 777", 8, "striped and single-stream mixed");
-    for (int w = 0; w < 2; w++) run_batch(&a, "1", 4, "striped float32 (warm-up)");
+    run_batch(&a, BIG, "0", 4, "striped on one lane, 4 kinds");
+    run_batch(&a, LANES, "0", 4, "striped on lanes, 4 kinds");
+    run_batch(&a, BIG, "0 777", 8, "striped and single-stream mixed");
+    run_batch(&a, LANES, "0 777", 8, "lanes and single-stream mixed");
+    for (int w = 0; w < 2; w++) {
+        run_batch(&a, BIG, "1", 4, "striped float32 (warm-up)");
+        run_batch(&a, LANES, "1", 4, "lanes float32 (warm-up)");
+    }
     unsigned long before[AD_MAX];
     for (int i = 0; i < a.n; i++) before[i] = cache_allocs(&a, i);
-    for (int w = 0; w < 2; w++) run_batch(&a, "1", 4, "striped float32 (steady)");
+    for (int w = 0; w < 2; w++) {
+        run_batch(&a, BIG, "1", 4, "striped float32 (steady)");
+        run_batch(&a, LANES, "1", 4, "lanes float32 (steady)");
+    }
     for (int i = 0; i < a.n; i++) {
         unsigned long after = cache_allocs(&a, i);
         CHECK(before[i] > 0 && after == before[i]);
@@ -125,7 +137,8 @@ int main(int argc, char **argv) {
     /* 3 */
     const int pools[3] = {1, 3, 2};
     if (!ad_start(&a, argv[1], argv[2], 3, pools, 0)) return 1;
-    run_batch(&a, "0", 4, "pools 1/3/2, 4 kinds");
+    run_batch(&a, BIG, "0", 4, "pools 1/3/2, 4 kinds");
+    run_batch(&a, LANES, "0", 4, "pools 1/3/2, a count cut for lanes, 4 kinds");
     CHECK(ad_stop(&a) == 0);
     printf("stripe_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);
     return check_failures ? 1 : 0;
