@@ -29,7 +29,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 # "MEDIAN" of the numbers on stdin.
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print 0}'; }
 
-# gloo N SIZES ITERS -> lines "gloo SIZE MEDIAN_US MIN_US CPU_US" of every rank
+# gloo N SIZES ITERS [WARMUP] -> lines "gloo SIZE MEDIAN_US MIN_US CPU_US" of every rank
 run_gloo() {
     n=$1 w=${4:-1} port=$(( 29500 + $$ % 1000 ))
     r=1

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""gloo_bench.py RANK WORLD ADDR PORT SIZES_MIB ITERS [WARMUP]: torch.distributed all_reduce (backend gloo,
-float32 Sum) of each size; every rank prints "gloo SIZE_MIB MEDIAN_US MIN_US CPU_US" per size,
-CPU_US the median over the timed ops of this process's user + system time (every thread,
-getrusage) inside one all_reduce, after WARMUP untimed ops (default 1). The baseline that ar_bench's PCCL figures are compared with,
-measured in the same run."""
+"""gloo_bench.py RANK WORLD ADDR PORT SIZES_MIB ITERS [WARMUP]: torch.distributed all_reduce
+(backend gloo, float32 Sum) of each size after WARMUP untimed ops (default 1); every rank prints
+"gloo SIZE_MIB MEDIAN_US MIN_US CPU_US" per size, CPU_US the median over the timed ops of this
+process's user + system time (every thread, getrusage) inside one all_reduce. The baseline that
+ar_bench's PCCL figures are compared with, measured in the same run."""
 import resource
 import sys
 import time
