@@ -67,7 +67,7 @@ static bool read_multi(h_proc_t *p, mres_t *m) {
 
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
-    h_init(240);
+    h_init(600); /* TSan on a loaded 2-core box: ~100-250 s */
     long t0 = ad_now_ms();
     ad_t a;
     char cmd[160], line[256];
