@@ -133,6 +133,10 @@ typedef struct reduce_req {
     uint32_t flags;             /* set by the poster: REDUCE_SEND_BY_REFERENCE or 0 */
     void *link_private[2];      /* scratch for the link while the request is pending */
     void *trace;                /* set by the poster: the profiler's parent for the link's event */
+    /* Set by the poster: the frame's sub-chunk index within its chunk, the same at both ends of
+     * a link. A striped link (ccoip_stripe.h) carries the frame on stream `stream mod width`;
+     * other links ignore it. */
+    uint32_t stream;
 } reduce_req_t;
 
 /* One direction-agnostic connection to a neighbour (see README.md "Link contract"):
@@ -225,13 +229,13 @@ typedef struct reduce_ring_params {
      * sendbuf and recvbuf unchanged until every peer's ring has finished, not only this one. */
     int send_by_reference;
     const reduce_ring_probe_t *probe;  /* NULL: no profiling */
-    /* Lanes (README.md "Lanes"): next and prev deal the k-th frame of each direction to stream
-     * k mod lanes, and next_lanes[s] / prev_lanes[s] are those streams (lanes links each). When
-     * every chunk cuts into a multiple of `lanes` sub-chunks, each stream's frames depend only on
-     * earlier frames of the same stream: the ring then runs one in-order lane per stream (window
-     * / lanes sub-chunks in flight each), posting straight to the lane's link, so a stream that
-     * stalls holds only its own share. Otherwise, or with lanes 0 or 1 (or NULL arrays), one lane
-     * over next and prev. Either way frame k travels on stream k mod lanes. */
+    /* Lanes (README.md "Lanes"): next and prev deal every frame to stream j mod lanes (j: its
+     * sub-chunk index within its chunk, reduce_req_t.stream), and next_lanes[s] / prev_lanes[s]
+     * are those streams (lanes links each). Every frame then depends only on earlier frames of
+     * its own stream, whatever the shape: the ring runs one in-order lane per stream (window /
+     * lanes sub-chunks in flight each), posting straight to the lane's link, so a stream that
+     * stalls holds only its own share. With lanes 0 or 1 (or NULL arrays), one lane over next and
+     * prev; the frames take the same streams either way. */
     uint32_t lanes;                    /* <= REDUCE_RING_MAX_LANES */
     const reduce_link_t *next_lanes, *prev_lanes;
 } reduce_ring_params_t;

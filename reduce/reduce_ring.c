@@ -17,11 +17,13 @@
  * One loop turn retires finished sends, posts what it may, then reduces at most one received
  * sub-chunk, so the send that this sub-chunk unblocks is posted before the next reduce.
  *
- * Lanes (params->lanes = S, README.md "Lanes"): when every chunk cuts into a multiple of S
- * sub-chunks, the items with j mod S = l form lane l, and every rule above relates items of one
- * lane only (all the offsets between related items are multiples of S). Each lane then keeps its
- * own cursors, counters and window / S slots, and posts to stream l itself; a loop turn serves
- * every lane in turn. Frame k still travels on stream k mod S, as the striped link deals it.
+ * Lanes (params->lanes = S, README.md "Lanes"): the items with j mod S = l form lane l, and
+ * every rule above relates items of the same chunk and sub-chunk j, so of one lane, for any
+ * sub-chunk counts. Each lane keeps its own cursors, counters (its own stream lengths: lanes
+ * hold unequal shares when S does not divide a chunk's sub-chunk count) and window / S slots,
+ * and posts to stream l itself; a loop turn serves every lane in turn. Each request carries its
+ * j (reduce_req_t.stream), by which a striped link deals it to stream j mod S, so a one-lane
+ * ring over that link puts every frame on the same stream as the lanes do.
  *
  * Quantized (params->quantization): every frame is a quantized sub-chunk (reduce_quant.c).
  * Sends of steps 0 .. N-1 quantize at post time into a send staging slot: step 0 from sendbuf,
@@ -161,32 +163,40 @@ static char *gather_slot(const ring_t *g, const qstage_t *q, uint32_t t, size_t 
     return q->gather + ((t - (g->n - 1)) & 1u) * q->gather_len + j * q->stride;
 }
 
-/* Sends (counted from the start of the send stream) that must have completed before the
- * all-gather receive at cursor `cur` (step t >= N+1, receive number `idx`) may reuse its gather
- * slot: the slot was last filled at step t-2 (or earlier) and forwarded at step t-1, and send
- * k >= n0 forwards receive k - n0. Sends complete in order. */
-static uint64_t gather_need(const ring_t *g, const cursor_t *cur, uint64_t idx, uint64_t n0) {
-    uint64_t k1 = nsub_of(g, chunk_at(g, 2, cur->t - 1)), k2 = nsub_of(g, chunk_at(g, 2, cur->t - 2));
-    uint64_t base2 = idx - cur->j - k1 - k2; /* receive number of (t-2, 0) */
-    uint64_t upto = (uint64_t) cur->j + 1 < k2 ? (uint64_t) cur->j + 1 : k2;
+/* Of k sub-chunks j = 0 .. k-1, how many lane l of L holds (j mod L = l). */
+static uint64_t lane_share(uint64_t k, uint32_t l, uint32_t L) {
+    return k > l ? (k - l + L - 1) / L : 0;
+}
+
+/* Sends of lane l (counted from the start of its send stream) that must have completed before
+ * its all-gather receive at cursor `cur` (step t >= N+1, lane receive number `idx`) may reuse
+ * its gather slot: the slot was last filled at step t-2 (or earlier) and forwarded at step t-1,
+ * and lane send k >= n0 forwards lane receive k - n0 (n0: the lane's step-0 items). Sends
+ * complete in order. */
+static uint64_t gather_need(const ring_t *g, const cursor_t *cur, uint64_t idx, uint64_t n0,
+                            uint32_t l, uint32_t L) {
+    uint64_t k1 = lane_share(nsub_of(g, chunk_at(g, 2, cur->t - 1)), l, L);
+    uint64_t k2 = lane_share(nsub_of(g, chunk_at(g, 2, cur->t - 2)), l, L);
+    uint64_t jl = (cur->j - l) / L;        /* the lane's items before this one in step t */
+    uint64_t base2 = idx - jl - k1 - k2;   /* lane receive number of step t-2's first item */
+    uint64_t upto = jl + 1 < k2 ? jl + 1 : k2;
     return n0 + base2 + upto;
 }
 
-/* The lane count the ring runs with: `lanes` when every chunk cuts into a multiple of it
- * (then sub-chunk j of every step sits on stream j mod lanes, and so do the items it depends
- * on), else 1. A function of the call's shape only, so every peer decides alike. */
-static uint32_t lanes_for(const ring_t *g, const reduce_ring_params_t *p) {
+/* The lane count the ring runs with: `lanes` when the per-stream links are given, else 1. Any
+ * shape qualifies: lanes that get no sub-chunk of some chunk simply skip it. */
+static uint32_t lanes_for(const reduce_ring_params_t *p) {
     if (p->lanes <= 1 || p->next_lanes == NULL || p->prev_lanes == NULL) return 1;
-    for (uint32_t c = 0; c < g->n; c++)
-        if (nsub_of(g, c) % p->lanes != 0) return 1;
     return p->lanes;
 }
 
-/* One lane: its links, cursors and counters (items of this lane only, counted from 0). */
+/* One lane: its links, cursors, counters (items of this lane only, counted from 0) and stream
+ * lengths (n0: step 0's items; rs_*: the reduce-scatter part). */
 typedef struct lane {
     reduce_link_t next, prev;
     cursor_t spost, rpost, rproc;
     uint64_t s_posted, s_retired, r_posted, r_done;
+    uint64_t n0, rs_recvs, rs_sends, total_recvs, total_sends;
 } lane_t;
 
 int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
@@ -217,33 +227,38 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     char *const out = recvbuf;
     const char *const in = sendbuf;
     /* L lanes of wl items in flight per direction each; L * wl <= REDUCE_RING_MAX_WINDOW. */
-    const uint32_t L = lanes_for(&g, p);
+    const uint32_t L = lanes_for(p);
     const uint32_t wl = window / L ? window / L : 1;
 
-    /* Stream lengths: the send stream is step 0's items followed by the receive stream minus
-     * its last step; reduce-scatter receives come first in the receive stream. With L lanes
-     * every step's item count is a multiple of L, and so is each of these. */
-    uint64_t n0 = nsub_of(&g, chunk_at(&g, 1, 0));
-    uint64_t total_recvs = 0, rs_recvs = 0, rs_sends = n0;
-    for (uint32_t t = 0; t < steps(&g); t++) {
-        uint64_t k = nsub_of(&g, chunk_at(&g, 2, t));
-        total_recvs += k;
-        if (t < n - 1) rs_recvs += k;
-        if (t + 2 < n) rs_sends += k; /* forwarded at step t + 1, still a reduce-scatter step */
+    /* Stream lengths, per lane: the send stream is step 0's items followed by the receive
+     * stream minus its last step; reduce-scatter receives come first in the receive stream. */
+    lane_t lanes[REDUCE_RING_MAX_LANES];
+    uint64_t total_sends = 0, total_recvs = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        lane_t *ln = &lanes[l];
+        memset(ln, 0, sizeof *ln);
+        ln->n0 = ln->rs_sends = lane_share(nsub_of(&g, chunk_at(&g, 1, 0)), l, L);
+        uint64_t k = 0;
+        for (uint32_t t = 0; t < steps(&g); t++) {
+            k = lane_share(nsub_of(&g, chunk_at(&g, 2, t)), l, L);
+            ln->total_recvs += k;
+            if (t < n - 1) ln->rs_recvs += k;
+            if (t + 2 < n) ln->rs_sends += k; /* forwarded at step t + 1, still reduce-scatter */
+        }
+        ln->total_sends = ln->n0 + ln->total_recvs - k;
+        total_sends += ln->total_sends;
+        total_recvs += ln->total_recvs;
     }
-    uint64_t total_sends = n0 + total_recvs - nsub_of(&g, chunk_at(&g, 2, steps(&g) - 1));
-    /* The same per lane. */
-    const uint64_t n0_l = n0 / L, rs_recvs_l = rs_recvs / L, rs_sends_l = rs_sends / L;
-    const uint64_t total_recvs_l = total_recvs / L, total_sends_l = total_sends / L;
 
     /* Staging blocks for reduce-scatter receives, one per window slot that can hold one (nst
-     * per lane, lane l's at [l * nst, (l + 1) * nst)); or, quantized, the one block of qstage_t. */
+     * per lane, lane l's at [l * nst, (l + 1) * nst); lane 0 holds the most items); or,
+     * quantized, the one block of qstage_t. */
     size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
     size_t max_sub_elems = g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems;
     size_t staging_bytes = max_sub_elems * esz;
     uint32_t nstaging = 0;
-    const uint32_t nst = rs_recvs_l < wl ? (uint32_t) rs_recvs_l : wl;
-    const uint32_t nst_tx = n0_l + rs_recvs_l < wl ? (uint32_t) (n0_l + rs_recvs_l) : wl;
+    const uint32_t nst = lanes[0].rs_recvs < wl ? (uint32_t) lanes[0].rs_recvs : wl;
+    const uint32_t nst_tx = lanes[0].n0 + lanes[0].rs_recvs < wl ? (uint32_t) (lanes[0].n0 + lanes[0].rs_recvs) : wl;
     void *staging[REDUCE_RING_MAX_WINDOW];
     reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
     size_t slen[REDUCE_RING_MAX_WINDOW];
@@ -278,10 +293,8 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         }
     }
 
-    lane_t lanes[REDUCE_RING_MAX_LANES];
     for (uint32_t l = 0; l < L; l++) {
         lane_t *ln = &lanes[l];
-        memset(ln, 0, sizeof *ln);
         ln->next = L > 1 ? p->next_lanes[l] : p->next;
         ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
         cursor_init(&g, &ln->spost, 1, l, L);
@@ -324,22 +337,19 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 progressed = 1;
             }
 
-            while (ln->r_posted < total_recvs_l && ln->r_posted - ln->r_done < wl) {
+            while (ln->r_posted < ln->total_recvs && ln->r_posted - ln->r_done < wl) {
                 const cursor_t *rpost = &ln->rpost;
                 int gather = rpost->t >= n - 1;
                 void *dst;
                 size_t len;
                 if (!q.on) {
-                    /* All-gather receive i covers the bytes of send i (same lane: rs_recvs % L == 0). */
-                    if (gather && ln->r_posted - rs_recvs_l >= ln->s_retired) break;
+                    /* All-gather receive i covers the bytes of send i (same chunk and j). */
+                    if (gather && ln->r_posted - ln->rs_recvs >= ln->s_retired) break;
                     dst = gather ? (void *) (out + rpost->off) : staging[l * nst + ln->r_posted % wl];
                     len = rpost->len;
                 } else {
                     if (rpost->t >= n + 1) {
-                        /* The sends of this lane among the first `need` of the send stream. */
-                        uint64_t need = gather_need(&g, rpost, ln->r_posted * L + l, n0);
-                        uint64_t need_l = need > l ? (need - l + L - 1) / L : 0;
-                        if (ln->s_retired < need_l) break;
+                        if (ln->s_retired < gather_need(&g, rpost, ln->r_posted, ln->n0, l, L)) break;
                     }
                     dst = gather ? gather_slot(&g, &q, rpost->t, rpost->j)
                                  : q.rx + (l * nst + ln->r_posted % wl) * q.stride;
@@ -354,6 +364,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                     ph_open[1] = 1;
                 }
                 rq->trace = ph[gather];
+                rq->stream = (uint32_t) rpost->j;
                 if (ln->prev.ops->post_recv(ln->prev.ctx, p->tag, rpost->off, dst, len, rq) != 0) {
                     rc = REDUCE_ELINK;
                     goto out;
@@ -363,9 +374,9 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 progressed = 1;
             }
 
-            while (ln->s_posted < total_sends_l && ln->s_posted - ln->s_retired < wl) {
-                /* Send k >= n0 forwards receive k - n0 (same lane: n0 % L == 0). */
-                if (ln->s_posted >= n0_l && ln->s_posted - n0_l >= ln->r_done) break;
+            while (ln->s_posted < ln->total_sends && ln->s_posted - ln->s_retired < wl) {
+                /* Send k >= n0 forwards receive k - n0 (same chunk and j, one step later). */
+                if (ln->s_posted >= ln->n0 && ln->s_posted - ln->n0 >= ln->r_done) break;
                 const cursor_t *spost = &ln->spost;
                 if (stage != NULL && spost->t == 0 &&
                     stage->input(stage->ctx, spost->off, spost->len) != 0) {
@@ -409,12 +420,13 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                  * Quantized frames live in slots the ring reuses, so they are copied. */
                 sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
                 slen[lw + ln->s_posted % wl] = len;
-                int sgather = ln->s_posted >= rs_sends_l;
+                int sgather = ln->s_posted >= ln->rs_sends;
                 if (probe != NULL && sgather && ph_open[1] == 0) {
                     ph[1] = probe->begin(probe->ctx, 1);
                     ph_open[1] = 1;
                 }
                 sq->trace = ph[sgather];
+                sq->stream = (uint32_t) spost->j;
                 if (ln->next.ops->post_send(ln->next.ctx, p->tag, spost->off, src, len, sq) != 0) {
                     rc = REDUCE_ELINK;
                     goto out;
@@ -479,8 +491,8 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 }
             }
 
-            rs_left |= ln->s_retired < rs_sends_l || ln->r_done < rs_recvs_l;
-            left |= ln->s_retired < total_sends_l || ln->r_done < total_recvs_l;
+            rs_left |= ln->s_retired < ln->rs_sends || ln->r_done < ln->rs_recvs;
+            left |= ln->s_retired < ln->total_sends || ln->r_done < ln->total_recvs;
         }
 
         if (probe != NULL && ph_open[0] == 1 && !rs_left) {

@@ -1,5 +1,5 @@
-/* ccoip_stripe.c: a reduce link that deals the frames of one ring round-robin over the pool's
- * streams to one neighbour (ccoip_stripe.h). */
+/* ccoip_stripe.c: a reduce link that deals the frames of one ring over the pool's streams to one
+ * neighbour by their sub-chunk index (ccoip_stripe.h). */
 #include "ccoip/peer/ccoip_stripe.h"
 
 #include <stdlib.h>
@@ -20,13 +20,13 @@ uint32_t ccoip_stripe_window(uint32_t width) {
 
 static int stripe_send(void *ctx, uint64_t tag, uint64_t offset, const void *src, size_t len, reduce_req_t *req) {
     ccoip_stripe_t *s = ctx;
-    const reduce_link_t *l = &s->links[s->nsend++ % s->n];
+    const reduce_link_t *l = &s->links[req->stream % s->n];
     return l->ops->post_send(l->ctx, tag, offset, src, len, req);
 }
 
 static int stripe_recv(void *ctx, uint64_t tag, uint64_t offset, void *dst, size_t len, reduce_req_t *req) {
     ccoip_stripe_t *s = ctx;
-    const reduce_link_t *l = &s->links[s->nrecv++ % s->n];
+    const reduce_link_t *l = &s->links[req->stream % s->n];
     return l->ops->post_recv(l->ctx, tag, offset, dst, len, req);
 }
 

@@ -1,12 +1,15 @@
 /* ccoip_stripe.h: one all-reduce spread over several pool streams of the same neighbour.
  *
- * A striped link is a reduce link (reduce/reduce.h) over `n` data links to one neighbour: the
- * k-th send goes out on link k mod n, the k-th receive is posted on link k mod n. The ring posts
- * its sends to rank + 1 in exactly the order rank + 1 posts the matching receives (the contract
- * that lets one data link match frames in posting order), so both ends of every stream see the
- * same subsequence of frames, and each data link keeps matching them in order. Every stream of
- * the pool carries every large op: the flows ramp together and stay warm, and a per-flow limit
- * on the path caps each stream, not the op.
+ * A striped link is a reduce link (reduce/reduce.h) over `n` data links to one neighbour: a frame
+ * goes out, and its receive is posted, on link j mod n, where j = reduce_req_t.stream is the
+ * frame's sub-chunk index within its chunk (the same at both ends). The ring posts its sends to
+ * rank + 1 in exactly the order rank + 1 posts the matching receives (the contract that lets one
+ * data link match frames in posting order), so both ends of every stream see the same
+ * subsequence of frames, and each data link keeps matching them in order. Dealing by j rather
+ * than by posting count makes every stream's frames depend only on earlier frames of the same
+ * stream, for any shape, which is what lets the ring run one lane per stream
+ * (ccoip_stripe_lanes). Every stream of the pool carries every large op: the flows ramp together
+ * and stay warm, and a per-flow limit on the path caps each stream, not the op.
  *
  * Whether an op is striped is a function of its shape and the stream count of the link only
  * (ccoip_stripe_width), so the two ends of each link always agree. */
@@ -39,7 +42,6 @@
 typedef struct ccoip_stripe_t {
     reduce_link_t links[CCOIP_P2P_MAX_STREAMS];
     uint32_t n;
-    uint64_t nsend, nrecv; /* frames posted so far: they pick the stream */
 } ccoip_stripe_t;
 
 /* How many streams an op of `bytes` (count x element size) on `world` peers uses on a link of
@@ -61,7 +63,7 @@ uint32_t ccoip_stripe_window(uint32_t width);
 /* Gives the ring its lanes (reduce.h, reduce_ring_params_t.lanes): one per stream when the op is
  * striped over the same number of streams both ways (tx->links, rx->links, as initialised by
  * ccoip_stripe_link), so a stream in loss recovery holds only its own frames; otherwise one lane.
- * The frames take the same streams either way (k-th frame on stream k mod width). */
+ * Any op shape qualifies. The frames take the same streams either way (stream j mod width). */
 void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,
                         const ccoip_stripe_t *rx, uint32_t rx_width);
 

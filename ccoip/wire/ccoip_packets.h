@@ -21,7 +21,9 @@
  *    version-2 peer would take for an oversized frame
  * 4: P2P_INFO names the other peers at the peer's address (CCOIP_PEER_SAME_HOST), and a
  *    shared-memory reader may sleep on the link's socket, rung by doorbell bytes there, which a
- *    version-3 writer would never send */
+ *    version-3 writer would never send; and a striped all-reduce puts the frame of sub-chunk j of
+ *    its chunk on stream j mod width (ccoip_stripe.h), where earlier builds put the k-th frame on
+ *    stream k mod width: the two differ unless every chunk has a multiple of width sub-chunks */
 #define CCOIP_PROTOCOL_VERSION 4u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u

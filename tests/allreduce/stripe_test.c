@@ -9,17 +9,23 @@
  *      survivors' call retries and returns success, every op equals the reduction over all 4
  *      inputs or over the 3 survivors', the same bytes on every survivor.
  *   3. 3 peers with pools 1, 3 and 2: each link striped over its own stream count.
- * Steps 1 and 3 run a count that cuts into one lane per stream (LANES) beside one that does not.
+ *   4. 4 peers, pools of 4, one of them on one lane (PCCL_STRIPE_LANES=0), the others on lanes:
+ *      4 kinds at 9 and 10 sub-chunks per chunk, exact and the same bytes everywhere.
+ * Every striped op with equal widths runs on lanes (reduce/README.md "Lanes"), whether its
+ * chunks cut into a multiple of the stream count (LANES) or not (BIG, NONMULT).
  * Usage: stripe_test PCCL_MASTER ASYNC_PEER */
 #include <unistd.h>
 
 #include "tests/allreduce/async_driver.h"
 #include "tests/common/check.h"
 
+/* Over 4 peers, 10 sub-chunks of 256 KiB per chunk for 4-byte kinds (20 for float64). */
 #define BIG 2500003
-/* Cuts into whole lanes (reduce/README.md "Lanes"): over 4 peers, chunks of 1048576 and 1048575
- * elements, 16 sub-chunks each for 4-byte kinds (32 for float64), the last one shorter. */
+/* Over 4 peers, chunks of 1048576 and 1048575 elements, 16 sub-chunks each for 4-byte kinds
+ * (32 for float64), the last one shorter: a multiple of the 4 streams. */
 #define LANES 4194301
+/* Over 4 peers, 9 sub-chunks per chunk for 4-byte kinds (18 for float64), the last one shorter. */
+#define NONMULT 2359291
 
 static void run_batch(ad_t *a, int count, const char *cmd_tail, int k, const char *what) {
     char cmd[160], line[256], first[64] = "";
@@ -75,8 +81,9 @@ int main(int argc, char **argv) {
 
     /* 1 */
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 4)) return 1;
-    run_batch(&a, BIG, "0", 4, "striped on one lane, 4 kinds");
-    run_batch(&a, LANES, "0", 4, "striped on lanes, 4 kinds");
+    run_batch(&a, BIG, "0", 4, "striped, 10 sub-chunks per chunk, 4 kinds");
+    run_batch(&a, LANES, "0", 4, "striped, 16 sub-chunks per chunk, 4 kinds");
+    run_batch(&a, NONMULT, "0", 4, "striped, 9 sub-chunks per chunk, 4 kinds");
     run_batch(&a, BIG, "0 777", 8, "striped and single-stream mixed");
     run_batch(&a, LANES, "0 777", 8, "lanes and single-stream mixed");
     for (int w = 0; w < 2; w++) {
@@ -139,6 +146,16 @@ int main(int argc, char **argv) {
     if (!ad_start(&a, argv[1], argv[2], 3, pools, 0)) return 1;
     run_batch(&a, BIG, "0", 4, "pools 1/3/2, 4 kinds");
     run_batch(&a, LANES, "0", 4, "pools 1/3/2, a count cut for lanes, 4 kinds");
+    CHECK(ad_stop(&a) == 0);
+
+    /* 4 */
+    if (!ad_start(&a, argv[1], argv[2], 3, NULL, 4)) return 1;
+    setenv("PCCL_STRIPE_LANES", "0", 1);
+    bool added = ad_add_peer(&a, 3, 4);
+    unsetenv("PCCL_STRIPE_LANES");
+    if (!added) return 1;
+    run_batch(&a, NONMULT, "0", 4, "one peer on one lane, 9 sub-chunks per chunk, 4 kinds");
+    run_batch(&a, BIG, "0", 4, "one peer on one lane, 10 sub-chunks per chunk, 4 kinds");
     CHECK(ad_stop(&a) == 0);
     printf("stripe_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);
     return check_failures ? 1 : 0;

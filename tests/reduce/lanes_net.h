@@ -1,6 +1,6 @@
 /* lanes_net.h -- S in-memory streams between ring neighbours, as a striped pool has: one memnet
- * per stream, and per peer a dealing link (frame k of each direction on stream k mod S, as
- * ccoip_stripe.c deals) plus the per-stream links the ring's lanes post to. The peers' doorbells
+ * per stream, and per peer a dealing link (each frame on stream j mod S, j = reduce_req_t.stream its
+ * sub-chunk index, as ccoip_stripe.c deals) plus the per-stream links the ring's lanes post to. The peers' doorbells
  * and abort flags are stream 0's; completions on another stream ring the same doorbell (the ring
  * sets it in every request) but wake nobody, so tests set a short poll_us. */
 #ifndef PCCL_TESTS_REDUCE_LANES_NET_H
@@ -22,13 +22,15 @@ typedef struct ln_deal {
 
 static int ln_deal_send(void *ctx, uint64_t tag, uint64_t off, const void *src, size_t len, reduce_req_t *req) {
     ln_deal_t *d = ctx;
-    const reduce_link_t *l = &d->links[d->nsend++ % d->n];
+    const reduce_link_t *l = &d->links[req->stream % d->n];
+    d->nsend++;
     return l->ops->post_send(l->ctx, tag, off, src, len, req);
 }
 
 static int ln_deal_recv(void *ctx, uint64_t tag, uint64_t off, void *dst, size_t len, reduce_req_t *req) {
     ln_deal_t *d = ctx;
-    const reduce_link_t *l = &d->links[d->nrecv++ % d->n];
+    const reduce_link_t *l = &d->links[req->stream % d->n];
+    d->nrecv++;
     return l->ops->post_recv(l->ctx, tag, off, dst, len, req);
 }
 

@@ -1,10 +1,11 @@
 /* The ring's lanes (reduce.h, reduce_ring_params_t.lanes; README.md "Lanes"): with S streams
- * between neighbours and every chunk cut into a multiple of S sub-chunks, each stream runs its own
- * in-order lane. Checked against the one-lane ring over the same streams: bit-identical results
- * for every dtype x op, world sizes 2..8, chunks of unequal length and a shorter last sub-chunk,
- * quantized, staged (every byte in and out once); shapes that do not cut into whole lanes fall
- * back to one lane; a peer on one lane and its neighbours on lanes agree (frame k on stream k mod
- * S either way); a stream held back stalls only its own lane; a peer that dies ends every ring. */
+ * between neighbours each stream runs its own in-order lane (sub-chunks j with j mod S = lane),
+ * whatever the shape. Checked against the one-lane ring over the same streams: bit-identical
+ * results for every dtype x op, world sizes 2..8, sub-chunk counts per chunk that are multiples
+ * of S, not multiples, below S (lanes left empty) and unequal across chunks, a shorter last
+ * sub-chunk, quantized, staged (every byte in and out once); a peer on one lane and its
+ * neighbours on lanes agree (frame j on stream j mod S either way); a stream held back stalls
+ * only its own lane; a peer that dies ends every ring. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,17 +22,6 @@ static void fill_random(unsigned char *buf, size_t bytes, uint32_t seed) {
         seed = seed * 1664525u + 1013904223u;
         buf[i] = (unsigned char) (seed >> 24);
     }
-}
-
-/* Would the ring run lanes for this shape (every chunk a multiple of s sub-chunks)? */
-static int expect_lanes(size_t count, size_t esz, uint32_t n, size_t sub, uint32_t s) {
-    size_t sub_elems = sub / esz ? sub / esz : 1;
-    for (uint32_t c = 0; c < n; c++) {
-        size_t start, len;
-        reduce_ring_chunk(count, esz, n, c, &start, &len);
-        if (((len / esz + sub_elems - 1) / sub_elems) % s != 0) return 0;
-    }
-    return 1;
 }
 
 typedef struct lane_case {
@@ -57,7 +47,6 @@ static void run_case(const lane_case_t *c) {
         REQUIRE(in[r] && out[0][r] && out[1][r]);
         fill_random(in[r], bytes, 77u + r * 1000003u + (uint32_t) c->count);
     }
-    int lanes_expected = expect_lanes(c->count, esz, n, c->sub, c->s);
     for (int lanes = 0; lanes < 2; lanes++) {
         lanes_net_t ln;
         REQUIRE(lanes_net_create(&ln, n, c->s, NULL) == 0);
@@ -80,7 +69,7 @@ static void run_case(const lane_case_t *c) {
         for (uint32_t r = 0; r < n; r++) {
             CHECK_EQ_U64(runs[r].rc, REDUCE_OK);
             /* Dealt frames: none when the ring posted to its lanes itself. */
-            int on_lanes = lanes && (int) r != c->one_lane_peer && lanes_expected;
+            int on_lanes = lanes && (int) r != c->one_lane_peer;
             CHECK(on_lanes == (ln.tx[r].nsend == 0 && ln.rx[r].nrecv == 0));
         }
         lanes_net_destroy(&ln);
@@ -100,13 +89,14 @@ static void run_case(const lane_case_t *c) {
 }
 
 /* Every dtype x op; 3 peers, 4 streams, 64-element sub-chunks: chunks of 12 (equal), of 12 with a
- * shorter last sub-chunk and unequal chunks (lanes), and one chunk of 13 sub-chunks (one lane). */
+ * shorter last sub-chunk and unequal chunks, one chunk of 13 sub-chunks beside two of 12, and
+ * chunks of 9 and of 2 (not a multiple of the stream count; below it). */
 static void test_dtypes_ops(void) {
     for (int dt = 0; dt < 12; dt++)
         for (int op = 0; op < 5; op++) {
             size_t esz = reduce_dtype_size((pcclDataType_t) dt);
-            const size_t counts[] = { 3 * 768, 3 * 760 + 2, 3 * 768 + 1 };
-            for (int k = 0; k < 3; k++) {
+            const size_t counts[] = { 3 * 768, 3 * 760 + 2, 3 * 768 + 1, 3 * 9 * 64, 3 * 2 * 64 - 1 };
+            for (int k = 0; k < 5; k++) {
                 lane_case_t c = { 3, 4, counts[k], 64 * esz, 16, (pcclDataType_t) dt, (pcclRedOp_t) op,
                                   pcclQuantNone, -1 };
                 run_case(&c);
@@ -124,12 +114,19 @@ static void test_world_sizes(void) {
                 lane_case_t c = { n, s, n * per_chunk + (n > 2 ? n - 1 : 0), 64 * 4, windows[w], pcclFloat,
                                   pcclSum, pcclQuantNone, -1 };
                 run_case(&c);
-                c.count = n * 5 * s * 64 + 1; /* one chunk one element over: one lane */
+                c.count = n * 5 * s * 64 + 1; /* one chunk one element over: 5s + 1 sub-chunks */
+                run_case(&c);
+                c.count = n * (2 * s + 1) * 64 - 3; /* 2s + 1 sub-chunks: lane 0 holds one more */
+                run_case(&c);
+                c.count = n * (s - 1) * 64 + n / 2; /* s - 1 and s sub-chunks */
+                run_case(&c);
+                c.count = n * 64; /* one sub-chunk per chunk: lanes 1 .. s-1 carry nothing */
                 run_case(&c);
             }
 }
 
-/* Quantized: both algorithms, float32 and float16, 2..5 peers (gather slots by step parity). */
+/* Quantized: both algorithms, float32 and float16, 2..5 peers (gather slots by step parity);
+ * 8 sub-chunks per chunk, 9 and 10 (unequal, not multiples of 4), and 2 (below 4). */
 static void test_quantized(void) {
     const pcclDataType_t dts[] = { pcclFloat, pcclFloat16 };
     const pcclQuantizationAlgorithm_t algos[] = { pcclQuantMinMax, pcclQuantZeroPointScale };
@@ -139,16 +136,24 @@ static void test_quantized(void) {
                 size_t esz = reduce_dtype_size(dts[d]);
                 lane_case_t c = { n, 4, n * 8 * 100 - 3, 100 * esz, 16, dts[d], pcclSum, algos[a], -1 };
                 run_case(&c);
+                c.count = n * 9 * 100 + n / 2 + 1;
+                run_case(&c);
+                c.count = n * 2 * 100 - 1;
+                run_case(&c);
             }
 }
 
-/* A peer on one lane among peers on lanes: the frames take the same streams either way. */
+/* A peer on one lane among peers on lanes: the frames take the same streams either way; chunks
+ * of 16 sub-chunks, of 9 and 10, and of 3. */
 static void test_mixed_peers(void) {
     for (uint32_t n = 2; n <= 4; n++)
         for (int q = 0; q < 2; q++) {
-            lane_case_t c = { n, 4, n * 16 * 64, 64 * 4, 16, pcclFloat, pcclSum,
-                              q ? pcclQuantMinMax : pcclQuantNone, (int) n - 1 };
-            run_case(&c);
+            const size_t counts[] = { n * 16 * 64, n * 9 * 64 + 1, n * 3 * 64 - 1 };
+            for (int k = 0; k < 3; k++) {
+                lane_case_t c = { n, 4, counts[k], 64 * 4, 16, pcclFloat, pcclSum,
+                                  q ? pcclQuantMinMax : pcclQuantNone, (int) n - 1 };
+                run_case(&c);
+            }
         }
 }
 
@@ -173,10 +178,11 @@ static int stage_out(void *ctx, size_t off, size_t len) {
     return 0;
 }
 
+/* Staged, plain and quantized: chunks of 8 sub-chunks, and of 9 and 10. */
 static void test_staged(void) {
-    for (int q = 0; q < 2; q++) {
+    for (int q = 0; q < 4; q++) {
         uint32_t n = 4, s = 4;
-        size_t count = n * 8 * 64 - 5, bytes = count * 4;
+        size_t count = q < 2 ? n * 8 * 64 - 5 : n * 9 * 64 + 2, bytes = count * 4;
         unsigned char *in[4], *plain[4], *host[4], *dev_out[4];
         stager_t st[4];
         reduce_ring_stage_t hooks[4];
@@ -200,7 +206,7 @@ static void test_staged(void) {
                 runs[r].params.tag = 6;
                 runs[r].params.subchunk_bytes = 64 * 4;
                 runs[r].params.window = 16;
-                runs[r].params.quantization = (pcclQuantizationOptions_t){pcclUint8, q ? pcclQuantMinMax : pcclQuantNone};
+                runs[r].params.quantization = (pcclQuantizationOptions_t){pcclUint8, q % 2 ? pcclQuantMinMax : pcclQuantNone};
                 runs[r].count = count;
                 runs[r].dtype = pcclFloat;
                 runs[r].op = pcclSum;
