@@ -10,7 +10,7 @@
  * at once, also with no timeout).
  *
  * Where it is not (the posix fallback built on Linux as threadpark_shared_fallback; the win32
- * variant under wine, threadpark_shared_win32_test.sh): what the header promises instead. A
+ * variant under wine, win32_wine_test.sh): what the header promises instead. A
  * mismatch returns at once, a timed wait sleeps its timeout, an endless one at most a second, and
  * a wake does nothing: the ping-pong is not run, since a wake from another process is not seen
  * there (tpark_shared_available() is false and nothing uses the calls). */

@@ -1,7 +1,11 @@
 #!/bin/sh
-# threadpark_win32_test.sh: cross-compiles threadpark_win32.c with the shared threadpark test for
-# Windows (mingw-w64) and runs the .exe under wine, in a throwaway WINEPREFIX.
+# win32_wine_test.sh TEST_C IMPL_C [LIB...]: cross-compiles a threadpark test (tests/threadpark/
+# TEST_C) with a Windows implementation (threadpark/IMPL_C) for Windows (mingw-w64) and runs the
+# .exe under wine, in a throwaway WINEPREFIX.
 set -u
+[ $# -ge 2 ] || { echo "usage: $0 TEST_C IMPL_C [LIB...]"; exit 2; }
+test_c=$1 impl_c=$2
+shift 2
 CC=x86_64-w64-mingw32-gcc
 if ! command -v "$CC" >/dev/null 2>&1 || ! command -v wine >/dev/null 2>&1; then
     echo "SKIPPED: wine/mingw missing"
@@ -10,9 +14,10 @@ fi
 
 # The sources sit in the runfiles tree under their workspace paths.
 root="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-libpccl}"
-[ -f "$root/threadpark/threadpark_win32.c" ] || root=.
+[ -f "$root/threadpark/$impl_c" ] || root=.
 
-tmp=$(mktemp -d /tmp/threadpark_win32_test.XXXXXX) || exit 1
+name=$(basename "$test_c" .c)
+tmp=$(mktemp -d "/tmp/${name}_win32.XXXXXX") || exit 1
 cleanup() {
     # wineserver outlives wine by a few seconds; stop this prefix's one before removing it.
     WINEPREFIX="$tmp/prefix" wineserver -k >/dev/null 2>&1 || true
@@ -21,8 +26,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' HUP INT TERM
 
-"$CC" -std=c11 -O2 -Wall -Wextra -Werror -I"$root" -o "$tmp/threadpark_test.exe" \
-    "$root/tests/threadpark/threadpark_test.c" "$root/threadpark/threadpark_win32.c" -lsynchronization || {
+"$CC" -std=c11 -O2 -Wall -Wextra -Werror -I"$root" -o "$tmp/$name.exe" \
+    "$root/tests/threadpark/$test_c" "$root/threadpark/$impl_c" "$@" || {
     echo "FAIL: cross-compilation"
     exit 1
 }
@@ -30,7 +35,7 @@ trap 'exit 1' HUP INT TERM
 export WINEPREFIX="$tmp/prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 start=$(date +%s)
 # In the background, so that a TERM from the test runner reaches the trap (and the cleanup) at once.
-wine "$tmp/threadpark_test.exe" &
+wine "$tmp/$name.exe" &
 wait $!
 rc=$?
 echo "wine exit status $rc after $(($(date +%s) - start)) s"
