@@ -19,14 +19,18 @@ typedef struct ccoip_shm {
     void *base;                     /* NULL: not mapped */
     size_t size;
     char name[CCOIP_SHM_NAME_MAX]; /* "" once removed */
+    int lock_fd;                    /* the creator's open file while the name exists (locked) */
+    bool locked;                    /* lock_fd is ours to close */
 } ccoip_shm_t;
 
 /* True where segments and the shared wait/wake behind the pipes exist (Linux). */
 bool ccoip_shm_supported(void);
 
 /* Creates and maps a zeroed segment of size bytes under a fresh name (our pid and 128 random
- * bits), after removing the leftovers of creators that no longer exist. False (logged at info:
- * the link stays on TCP) when the system refuses. */
+ * bits), after removing the leftovers of creators that no longer exist. The creator holds a lock
+ * on the segment until its name is removed: that, not the pid (which may belong to another pid
+ * namespace), tells a later sweep that the creator lives. False (logged at info: the link stays
+ * on TCP) when the system refuses. */
 bool ccoip_shm_create(ccoip_shm_t *s, size_t size);
 
 /* Opens and maps the segment `name` (checked: our prefix, a pid, 32 hex digits) if it is ours

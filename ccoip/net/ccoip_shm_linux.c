@@ -1,7 +1,14 @@
 /* ccoip_shm_linux.c: segments over POSIX shared memory (/dev/shm), named "/pccl-PID-HEX": the
  * creator's process id, then 32 random hex digits (getrandom). A creator SIGKILLed before the
  * other side opened (and removed) the name leaves the segment behind; every later creation
- * removes such leftovers of processes that no longer exist. */
+ * removes such leftovers of processes that no longer exist.
+ *
+ * "No longer exists" is asked of the kernel's file locks, not only of the pid: the creator takes
+ * a shared flock on the segment right after creating it and before giving it a size, and keeps
+ * it until the name goes. flock belongs to the open file, not to a pid namespace, and dies with
+ * the process; so a sweep removes a sized segment only when its lock is free (and its pid looks
+ * dead here, for creators of builds without the lock). A segment of size 0 is one being created
+ * (or a creator killed in those microseconds: it holds no memory) and is left alone. */
 #include "ccoip/net/ccoip_shm.h"
 
 #include <errno.h>
@@ -10,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -87,9 +95,17 @@ static long name_pid(const char *name) {
     return pid;
 }
 
+/* True when nobody holds the segment's lock: its creator is gone. */
+static bool lock_free(int dfd, const char *file) {
+    int fd = openat(dfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd); /* releases our probe's lock */
+    return free;
+}
+
 /* Removes our user's segments whose creator no longer exists (killed before the other side
- * opened them). A pid of another pid namespace looks dead here too: its segment loses its name,
- * and an offer of it is refused (the link stays on TCP), which is all that can go wrong. */
+ * opened them): the pid is dead here and the creator's lock is free. */
 static void sweep_leftovers(void) {
     /* getdents64 into a stack buffer, not opendir: a link may first send (and create) in steady
      * state, where the library allocates nothing (tests/nomalloc). */
@@ -114,9 +130,9 @@ static void sweep_leftovers(void) {
             long pid = name_pid(name);
             struct stat st;
             if (pid <= 0 || pid == (long) getpid() || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-                st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+                st.st_uid != geteuid() || !S_ISREG(st.st_mode) || st.st_size == 0)
                 continue;
-            if (kill((pid_t) pid, 0) != 0 && errno == ESRCH && shm_unlink(name) == 0)
+            if (kill((pid_t) pid, 0) != 0 && errno == ESRCH && lock_free(dfd, e->d_name) && shm_unlink(name) == 0)
                 LOG_INFO("ccoip", "shared memory %s: removed, its creator (process %ld) is gone", name, pid);
         }
     }
@@ -139,6 +155,17 @@ bool ccoip_shm_create(ccoip_shm_t *s, size_t size) {
         s->name[0] = 0;
         return false;
     }
+    /* Before the size: a sweep that sees a size also sees the lock (see the top). */
+    int lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_SH) != 0) {
+        LOG_INFO("ccoip", "shared memory %s: cannot lock: %s", s->name, strerror(errno));
+        if (lock_fd >= 0) close(lock_fd);
+        close(fd);
+        ccoip_shm_unlink(s);
+        return false;
+    }
+    s->lock_fd = lock_fd;
+    s->locked = true;
     /* Allocated now, not on first touch: a full /dev/shm (a container's 64 MiB default) must
      * refuse here, not raise SIGBUS mid-copy. */
     int rc = ftruncate(fd, (off_t) size) != 0 ? errno : posix_fallocate(fd, 0, (off_t) size);
@@ -183,8 +210,13 @@ bool ccoip_shm_open(ccoip_shm_t *s, const char *name, size_t size) {
 }
 
 void ccoip_shm_unlink(ccoip_shm_t *s) {
-    if (s->name[0] == 0) return;
-    shm_unlink(s->name); /* ENOENT: the other side removed it first */
+    if (s->locked) { /* after the unlink: a sweep in between must still see us alive */
+        if (s->name[0] != 0) shm_unlink(s->name);
+        close(s->lock_fd);
+        s->locked = false;
+    } else if (s->name[0] != 0) {
+        shm_unlink(s->name); /* ENOENT: the other side removed it first */
+    }
     s->name[0] = 0;
 }
 

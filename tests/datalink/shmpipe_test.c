@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -405,28 +406,93 @@ static void garbage_counters(void) {
     ccoip_shmpipe_close(&w);
 }
 
+/* A leftover segment of 4 KiB named name. locked: a child process holds its lock until the
+ * parent closes *hold; returns the child (0: none). */
+static pid_t leftover(const char *name, bool locked, int *hold) {
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, 4096) == 0);
+    if (!locked) {
+        close(fd);
+        return 0;
+    }
+    int ready[2], wait_end[2];
+    REQUIRE(pipe(ready) == 0 && pipe(wait_end) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(wait_end[1]);
+        char b = 1;
+        if (flock(fd, LOCK_SH) != 0 || write(ready[1], &b, 1) != 1) _exit(1);
+        _exit(read(wait_end[0], &b, 1) == 0 ? 0 : 1); /* until the parent closes its end */
+    }
+    close(fd);
+    close(ready[1]);
+    close(wait_end[0]);
+    char b;
+    REQUIRE(read(ready[0], &b, 1) == 1);
+    close(ready[0]);
+    *hold = wait_end[1];
+    return pid;
+}
+
+/* True when someone holds the lock of segment name. */
+static bool held(const char *name) {
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd < 0) return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
+}
+
+static bool exists(const char *name) {
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
 /* A segment left behind by a process that is gone is removed by the next creation; one of a
- * live process (ours) stays. */
+ * live process (ours) stays; one whose pid looks dead but whose lock a live process holds (its
+ * creator in another pid namespace) stays; one of size 0 (being created) stays. */
 static void leftovers_removed(void) {
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) _exit(0);
     REQUIRE(wait_child(pid) == 0);
-    char dead[64], live[64];
+    char dead[64], live[64], elsewhere[64], unsized[64];
     snprintf(dead, sizeof dead, "/pccl-%d-0123456789abcdef0123456789abcdef", (int) pid);
     snprintf(live, sizeof live, "/pccl-%d-0123456789abcdef0123456789abcdef", (int) getpid());
-    int fd = shm_open(dead, O_RDWR | O_CREAT | O_EXCL, 0600);
+    snprintf(elsewhere, sizeof elsewhere, "/pccl-%d-00000000000000000000000000000001", (int) pid);
+    snprintf(unsized, sizeof unsized, "/pccl-%d-00000000000000000000000000000002", (int) pid);
+    int hold;
+    leftover(dead, false, NULL);
+    leftover(live, false, NULL);
+    pid_t holder = leftover(elsewhere, true, &hold);
+    int fd = shm_open(unsized, O_RDWR | O_CREAT | O_EXCL, 0600);
     REQUIRE(fd >= 0);
-    close(fd);
-    REQUIRE((fd = shm_open(live, O_RDWR | O_CREAT | O_EXCL, 0600)) >= 0);
     close(fd);
     ccoip_shmpipe_t p;
     REQUIRE(ccoip_shmpipe_create(&p, RING, "sweeper"));
-    errno = 0;
-    CHECK(shm_open(dead, O_RDWR, 0) < 0 && errno == ENOENT);
-    CHECK((fd = shm_open(live, O_RDWR, 0)) >= 0);
-    if (fd >= 0) close(fd);
+    CHECK(!exists(dead));
+    CHECK(exists(live));
+    CHECK(exists(elsewhere));
+    CHECK(exists(unsized));
+    /* Our own segment is locked while its name exists: a sweep in another pid namespace keeps it. */
+    char own[64];
+    snprintf(own, sizeof own, "%s", ccoip_shmpipe_segment(&p));
+    CHECK(held(own));
+    close(hold); /* the holder exits: its lock goes with it */
+    CHECK(wait_child(holder) == 0);
+    ccoip_shmpipe_t q;
+    REQUIRE(ccoip_shmpipe_create(&q, RING, "sweeper 2"));
+    CHECK(!exists(elsewhere));
+    CHECK(exists(own) && held(own));
+    ccoip_shmpipe_unlink(&p); /* the name goes, and the lock with it */
+    CHECK(!exists(own));
     shm_unlink(live);
+    shm_unlink(unsized);
+    ccoip_shmpipe_close(&q);
     ccoip_shmpipe_close(&p);
 }
 
