@@ -458,7 +458,28 @@ def _secret_bytes(secret, where):
     return bytes(secret)
 
 
-class Communicator:
+class _Handle:
+    """A C object that close() destroys: `with` closes it, and so does the garbage collector."""
+
+    @property
+    def closed(self):
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Communicator(_Handle):
     """A peer's communicator. `address` is the master's "ip:port". `secret` (extension, libpccl
     only): the run secret every connection proves (pcclSetSecret); without it, PCCL_SECRET_FILE
     is read at connect(), and without that the run is open. `encrypt` (extension): True/False
@@ -517,23 +538,6 @@ class Communicator:
             _check("pcclDestroyCommunicator", ptr)
         finally:
             self._orphans.clear()  # destroying ended every operation
-
-    @property
-    def closed(self):
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- membership --
 
@@ -701,7 +705,7 @@ class Communicator:
         return f"Communicator({self.address!r}, peer_group={self.peer_group}{', closed' if self.closed else ''})"
 
 
-class MasterNode:
+class MasterNode(_Handle):
     """A master inside this process (the pccl-master binary runs the same code). run() returns at
     once; the master serves on its own thread until interrupt()."""
 
@@ -756,23 +760,6 @@ class MasterNode:
             _fn("pcclMasterAwaitTermination")(ptr)
             self._running = False
         _check("pcclDestroyMaster", ptr)
-
-    @property
-    def closed(self):
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return f"MasterNode({self.listen_address!r}{', closed' if self.closed else ''})"
