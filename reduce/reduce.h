@@ -36,6 +36,12 @@ int reduce_op_valid(pcclRedOp_t op);
 int reduce_combine(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *acc,
                    const void *x, size_t count);
 
+/* reduce_combine where acc may sit at any address (e.g. in a byte stream): the same kernel and
+ * bits; a misaligned acc goes through a small aligned bounce on the stack, a few KiB at a time.
+ * dst and x as for reduce_combine; acc overlaps neither. */
+int reduce_combine_unaligned(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *acc,
+                             const void *x, size_t count);
+
 /* dst[i] = dst[i] OP src[i]: reduce_combine(dtype, op, dst, dst, src, count). */
 int reduce_accumulate(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *src,
                       size_t count);
@@ -156,7 +162,15 @@ typedef struct reduce_req {
  * wait: sleep until *doorbell != seen or timeout_us passed; spurious returns are fine.
  * cancel: withdraw every pending request of the tag on this link. When it returns the link
  *   touches none of their buffers or request structs again (it may have to close the
- *   connection to guarantee that). Their state is left as it was. */
+ *   connection to guarantee that). Their state is left as it was.
+ * post_recv_combine (optional; NULL: the link does not offer it, and the ring stages the frame
+ *   and combines it itself): like post_recv, but the frame's bytes are combined into dst as they
+ *   arrive instead of stored: DONE means reduce_combine(dtype, op, dst, frame, x, len / esz)
+ *   over the whole frame (the frame is the accumulator operand, x the other: the operand order
+ *   of the ring's own combine, so both give the same bits). len is a multiple of the dtype's
+ *   size; x may equal dst, no other overlap; the link reads x and writes dst until the request
+ *   completes (a FAILED or cancelled one may have combined part of dst). Returns as post_recv,
+ *   and -1 (logged) for a bad dtype, op or length. */
 typedef struct reduce_link_ops {
     int (*post_send)(void *link, uint64_t tag, uint64_t offset, const void *src, size_t len,
                      reduce_req_t *req);
@@ -164,6 +178,8 @@ typedef struct reduce_link_ops {
                      reduce_req_t *req);
     void (*wait)(void *link, _Atomic uint32_t *doorbell, uint32_t seen, uint32_t timeout_us);
     void (*cancel)(void *link, uint64_t tag);
+    int (*post_recv_combine)(void *link, uint64_t tag, uint64_t offset, void *dst, const void *x,
+                             size_t len, pcclDataType_t dtype, pcclRedOp_t op, reduce_req_t *req);
 } reduce_link_ops_t;
 
 typedef struct reduce_link {

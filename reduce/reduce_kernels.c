@@ -6,6 +6,8 @@
  * Max/Min: a NaN wins; between two NaNs, or on ties such as +0/-0, the accumulator (left
  * operand) wins. The loops are plain so that gcc -O3 vectorizes them; dst may equal acc or x,
  * which gcc's runtime alias check lets through to the vector path. */
+#include <string.h>
+
 #include "reduce/reduce.h"
 #include "reduce/reduce_kernels_int.h"
 
@@ -123,6 +125,27 @@ int reduce_combine(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *
     if (!reduce_dtype_valid(dtype) || col < 0) return REDUCE_EINVAL;
     if (count == 0) return REDUCE_OK;
     kernels[dtype][col](dst, acc, x, count);
+    return REDUCE_OK;
+}
+
+int reduce_combine_unaligned(pcclDataType_t dtype, pcclRedOp_t op, void *dst, const void *acc,
+                             const void *x, size_t count) {
+    int col = op_column(op);
+    if (!reduce_dtype_valid(dtype) || col < 0) return REDUCE_EINVAL;
+    size_t esz = dtype_sizes[dtype];
+    if (((uintptr_t) acc & (esz - 1)) == 0) {
+        if (count > 0) kernels[dtype][col](dst, acc, x, count);
+        return REDUCE_OK;
+    }
+    /* A T* that is not aligned to T is undefined behaviour: copy acc into aligned memory first
+     * (4 KiB stays in L1, so this costs far less than the pass it stands in for). */
+    _Alignas(64) unsigned char bounce[4096];
+    const size_t per = sizeof bounce / esz;
+    for (size_t i = 0; i < count; i += per) {
+        size_t k = count - i < per ? count - i : per;
+        memcpy(bounce, (const unsigned char *) acc + i * esz, k * esz);
+        kernels[dtype][col]((unsigned char *) dst + i * esz, bounce, (const unsigned char *) x + i * esz, k);
+    }
     return REDUCE_OK;
 }
 

@@ -10,7 +10,13 @@
  *     item k - n0 (same chunk, same sub-chunk, previous step) has been processed;
  *   - a reduce-scatter receive lands in a staging block and is combined into recvbuf as
  *     recvbuf = staging OP sendbuf; the owner applies the Avg division right after its last
- *     combine, so the all-gather spreads finished, identical bytes;
+ *     combine, so the all-gather spreads finished, identical bytes. Where the lane's receiving
+ *     link offers post_recv_combine (a shared-memory pipe) and the buffers are plain host
+ *     memory, unquantized, the link does that combine itself straight out of its buffer as the
+ *     bytes arrive, with the same kernel and operand order, and the lane needs no staging
+ *     block; the link writes recvbuf and reads sendbuf over that sub-chunk only until the
+ *     request completes, and the ring touches the sub-chunk's recvbuf bytes only after it saw
+ *     the completion (the Avg division, the send that forwards them);
  *   - an all-gather receive lands straight in recvbuf, but only once the reduce-scatter send
  *     that read the same bytes has completed (all-gather receive i covers exactly the bytes of
  *     send i), so the link never reads memory that is being overwritten.
@@ -194,6 +200,7 @@ static uint32_t lanes_for(const reduce_ring_params_t *p) {
  * lengths (n0: step 0's items; rs_*: the reduce-scatter part). */
 typedef struct lane {
     reduce_link_t next, prev;
+    int comb; /* prev combines reduce-scatter frames itself (post_recv_combine) */
     cursor_t spost, rpost, rproc;
     uint64_t s_posted, s_retired, r_posted, r_done;
     uint64_t n0, rs_recvs, rs_sends, total_recvs, total_sends;
@@ -237,6 +244,10 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     for (uint32_t l = 0; l < L; l++) {
         lane_t *ln = &lanes[l];
         memset(ln, 0, sizeof *ln);
+        ln->next = L > 1 ? p->next_lanes[l] : p->next;
+        ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
+        /* Quantized frames and staged buffers keep the staging path. */
+        ln->comb = !q_on && stage == NULL && ln->prev.ops->post_recv_combine != NULL;
         ln->n0 = ln->rs_sends = lane_share(nsub_of(&g, chunk_at(&g, 1, 0)), l, L);
         uint64_t k = 0;
         for (uint32_t t = 0; t < steps(&g); t++) {
@@ -285,8 +296,8 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
     } else {
         nstaging = L * nst;
         for (uint32_t i = 0; i < nstaging; i++) {
-            staging[i] = reduce_cache_alloc(p->cache, staging_bytes);
-            if (staging[i] == NULL) {
+            staging[i] = lanes[i / nst].comb ? NULL : reduce_cache_alloc(p->cache, staging_bytes);
+            if (staging[i] == NULL && !lanes[i / nst].comb) {
                 for (uint32_t k = 0; k < i; k++) reduce_cache_free(p->cache, staging[k]);
                 return REDUCE_ENOMEM;
             }
@@ -295,8 +306,6 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
 
     for (uint32_t l = 0; l < L; l++) {
         lane_t *ln = &lanes[l];
-        ln->next = L > 1 ? p->next_lanes[l] : p->next;
-        ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
         cursor_init(&g, &ln->spost, 1, l, L);
         cursor_init(&g, &ln->rpost, 2, l, L);
         cursor_init(&g, &ln->rproc, 2, l, L);
@@ -345,7 +354,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 if (!q.on) {
                     /* All-gather receive i covers the bytes of send i (same chunk and j). */
                     if (gather && ln->r_posted - ln->rs_recvs >= ln->s_retired) break;
-                    dst = gather ? (void *) (out + rpost->off) : staging[l * nst + ln->r_posted % wl];
+                    dst = gather || ln->comb ? (void *) (out + rpost->off) : staging[l * nst + ln->r_posted % wl];
                     len = rpost->len;
                 } else {
                     if (rpost->t >= n + 1) {
@@ -365,7 +374,11 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 }
                 rq->trace = ph[gather];
                 rq->stream = (uint32_t) rpost->j;
-                if (ln->prev.ops->post_recv(ln->prev.ctx, p->tag, rpost->off, dst, len, rq) != 0) {
+                int prc = ln->comb && !gather
+                              ? ln->prev.ops->post_recv_combine(ln->prev.ctx, p->tag, rpost->off, out + rpost->off,
+                                                                in + rpost->off, len, dtype, op, rq)
+                              : ln->prev.ops->post_recv(ln->prev.ctx, p->tag, rpost->off, dst, len, rq);
+                if (prc != 0) {
                     rc = REDUCE_ELINK;
                     goto out;
                 }
@@ -451,7 +464,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                         goto out;
                     }
                     if (!q.on) {
-                        if (rproc->t < n - 1)
+                        if (rproc->t < n - 1 && !ln->comb) /* else the link combined it */
                             reduce_combine(dtype, op, out + rproc->off,
                                            staging[l * nst + ln->r_done % wl], in + rproc->off, elems);
                         rx += rproc->len;

@@ -230,6 +230,56 @@ int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len) {
     return CCOIP_SHMPIPE_OK;
 }
 
+/* Waits for the writer when fewer than `need` bytes are in the ring; returns the bytes there
+ * (>= need) in *avail, or why not. */
+static int wait_for(ccoip_shmpipe_t *p, uint64_t need, uint64_t *avail) {
+    struct ccoip_shmpipe_hdr *h = p->h;
+    for (;;) {
+        if (is_closed(p)) return CCOIP_SHMPIPE_CLOSED;
+        uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
+        *avail = head - p->pos;
+        if (*avail > p->ring_size) return corrupt(p, "head", head);
+        if (*avail >= need) return CCOIP_SHMPIPE_OK;
+        int rc = park(p, &h->data_seq, &h->reader_waiting, &h->head, head, true);
+        if (rc != CCOIP_SHMPIPE_OK) return rc;
+    }
+}
+
+int ccoip_shmpipe_read_each(ccoip_shmpipe_t *p, size_t len, size_t unit, ccoip_shmpipe_sink_fn fn, void *ctx) {
+    if (unit == 0 || unit > CCOIP_SHMPIPE_UNIT_MAX || (unit & (unit - 1)) != 0 || len % unit != 0) {
+        LOG_ERROR("ccoip", "shared memory for %s: a read of %zu bytes in elements of %zu", p->name, len, unit);
+        return CCOIP_SHMPIPE_BADARG;
+    }
+    struct ccoip_shmpipe_hdr *h = p->h;
+    const uint64_t mask = p->ring_size - 1;
+    _Alignas(CCOIP_SHMPIPE_UNIT_MAX) uint8_t bounce[CCOIP_SHMPIPE_UNIT_MAX];
+    size_t done = 0;
+    while (done < len) {
+        uint64_t avail;
+        int rc = wait_for(p, unit, &avail); /* a whole element at least */
+        if (rc != CCOIP_SHMPIPE_OK) return rc;
+        size_t at = (size_t) (p->pos & mask), to_end = (size_t) p->ring_size - at, n;
+        if (to_end < unit) { /* the element wraps: its two parts meet in the bounce */
+            memcpy(bounce, p->ring + at, to_end);
+            memcpy(bounce + to_end, p->ring, unit - to_end);
+            fn(ctx, done, bounce, unit);
+            n = unit;
+        } else {
+            n = len - done;
+            if (n > avail) n = (size_t) avail;
+            if (n > to_end) n = to_end;
+            if (n > CCOIP_SHMPIPE_PIECE_MAX) n = CCOIP_SHMPIPE_PIECE_MAX;
+            n -= n % unit; /* >= unit: avail and to_end are */
+            fn(ctx, done, p->ring + at, n);
+        }
+        p->pos += n;
+        done += n;
+        __atomic_store_n(&h->tail, p->pos, __ATOMIC_SEQ_CST);
+        signal_other(&h->space_seq, &h->writer_waiting, -1);
+    }
+    return CCOIP_SHMPIPE_OK;
+}
+
 void ccoip_shmpipe_shut(ccoip_shmpipe_t *p) {
     struct ccoip_shmpipe_hdr *h = p->h;
     if (h == NULL) return;

@@ -43,7 +43,11 @@ enum {
     CCOIP_SHMPIPE_CLOSED = 1,  /* shut here or by the other side */
     CCOIP_SHMPIPE_GONE = 2,    /* the socket says the other side is gone */
     CCOIP_SHMPIPE_CORRUPT = 3, /* a counter no honest peer writes, or noise on the socket (logged) */
+    CCOIP_SHMPIPE_BADARG = 4,  /* ccoip_shmpipe_read_each: a unit it does not take (a caller bug) */
 };
+
+#define CCOIP_SHMPIPE_UNIT_MAX 16u     /* largest element ccoip_shmpipe_read_each keeps whole */
+#define CCOIP_SHMPIPE_PIECE_MAX (64u << 10) /* read_each publishes its progress at least this often */
 
 typedef struct ccoip_shmpipe {
     ccoip_shm_t shm;
@@ -89,6 +93,20 @@ int ccoip_shmpipe_write(ccoip_shmpipe_t *p, const void *buf, size_t len);
 /* Reads exactly len bytes into buf (NULL: reads and drops them), blocking while the ring is
  * empty. CCOIP_SHMPIPE_OK or why not. */
 int ccoip_shmpipe_read(ccoip_shmpipe_t *p, void *buf, size_t len);
+
+/* Where ccoip_shmpipe_read_each hands the bytes: n bytes at piece, the bytes [at, at + n) of
+ * the read. piece stays valid (and unchanged by an honest writer) until fn returns. */
+typedef void (*ccoip_shmpipe_sink_fn)(void *ctx, size_t at, const void *piece, size_t n);
+
+/* Reads exactly len bytes like ccoip_shmpipe_read, but hands them to fn straight out of the ring
+ * instead of copying them out: one call per contiguous piece as the bytes arrive (at most
+ * CCOIP_SHMPIPE_PIECE_MAX each; the ring space is given back after each call), in order, every
+ * piece a whole number of `unit`-byte elements (unit: a power of two up to
+ * CCOIP_SHMPIPE_UNIT_MAX that divides len). An element that wraps around the ring's end is
+ * handed alone, from a bounce aligned to unit; an element that has only partly arrived waits
+ * for its rest. Pieces out of the ring sit wherever the stream puts them: aligned to unit or not.
+ * CCOIP_SHMPIPE_OK, or why not (BADARG: nothing read); on failure fn may have seen a prefix. */
+int ccoip_shmpipe_read_each(ccoip_shmpipe_t *p, size_t len, size_t unit, ccoip_shmpipe_sink_fn fn, void *ctx);
 
 /* Closes the pipe for both sides: marks it closed in the segment and here, and wakes every
  * thread parked on it, in both processes (on the reader's side, a reader asleep on the socket by

@@ -6,7 +6,10 @@
  *
  * Same host: each direction may move from the socket to a shared-memory pipe after a handshake
  * of control frames over the socket (docs/allreduce.md, "Shared memory between peers of one
- * host"); the frames, tables and threads stay the same, only where the bytes go changes. */
+ * host"); the frames, tables and threads stay the same, only where the bytes go changes. Once
+ * the receive direction runs through the pipe, the link offers post_recv_combine: the receive
+ * thread combines a reduce-scatter frame straight out of the pipe's ring into the receive's
+ * buffer, one pass instead of a copy here and a combine in the ring. */
 #include "ccoip/peer/ccoip_datalink.h"
 
 #include <pthread.h>
@@ -46,6 +49,11 @@ typedef struct slot {
     size_t len;
     bool by_reference; /* sends: REDUCE_SEND_BY_REFERENCE */
     void *trace;       /* reduce_req_t.trace: the transfer event's parent */
+    /* Receives posted by post_recv_combine: buf = ring bytes OP x (reduce_combine's order). */
+    bool combine;
+    const void *x;
+    pcclDataType_t dtype;
+    pcclRedOp_t op;
 } slot_t;
 
 /* A FIFO of slots in a fixed array. */
@@ -75,6 +83,7 @@ struct ccoip_datalink {
     /* Shared memory. txp is ours (we write, we created it), rxp the peer's (we read). The flags
      * below are under the lock; tx_shm and rx_shm also atomic, for the liveness callbacks. */
     bool shm_allowed;        /* PCCL_SHM != 0, not sealed, the platform has it */
+    bool shm_combine;        /* PCCL_SHM_COMBINE != 0: offer post_recv_combine once rx is on the pipe */
     int shm_state;           /* SHM_*: our offer (send thread) */
     size_t shm_ring;
     int64_t shm_deadline_ms; /* SHM_WAITING until then */
@@ -528,6 +537,27 @@ static bool read_payload(ccoip_datalink_t *dl, const uint8_t *header, void *dst,
     return dl->sealed ? recv_sealed(dl, header, dst, len) : rx_read(dl, dst, len);
 }
 
+/* A piece of a combining receive's frame, straight out of the pipe's ring (at any alignment). */
+static void combine_piece(void *ctx, size_t at, const void *piece, size_t n) {
+    const slot_t *s = ctx;
+    size_t esz = reduce_dtype_size(s->dtype);
+    reduce_combine_unaligned(s->dtype, s->op, (uint8_t *) s->buf + at, piece, (const uint8_t *) s->x + at, n / esz);
+}
+
+/* Receives the payload of the frame that matched slot s: stored, or combined out of the pipe.
+ * A combining receive is posted only once rx_shm is set (this thread sets it, and it never goes
+ * back), so its frame comes through the pipe; anything else is a bug, refused. */
+static bool recv_payload(ccoip_datalink_t *dl, const uint8_t *header, const slot_t *s, size_t len) {
+    if (!s->combine) return read_payload(dl, header, s->buf, len);
+    if (dl->sealed || !__atomic_load_n(&dl->rx_shm, __ATOMIC_RELAXED)) {
+        LOG_ERROR("ccoip", "data link %s: a combining receive for a frame that did not come through shared memory",
+                  dl->name);
+        return false;
+    }
+    return ccoip_shmpipe_read_each(&dl->rxp, len, reduce_dtype_size(s->dtype), combine_piece, (void *) s) ==
+           CCOIP_SHMPIPE_OK;
+}
+
 /* Receives one frame; false when the link is broken or stopping. */
 static bool recv_frame(ccoip_datalink_t *dl) {
     uint8_t header[CCOIP_DATALINK_HEADER];
@@ -584,7 +614,7 @@ static bool recv_frame(ccoip_datalink_t *dl) {
     pthread_mutex_unlock(&dl->lock);
 
     void *ev = xfer_begin(prof, &dl->recv_current, pcclProfilerRecv, dl->prof_stream, dl->prof_peer);
-    bool ok = read_payload(dl, header, dl->recv_current.buf, len);
+    bool ok = recv_payload(dl, header, &dl->recv_current, len);
     xfer_end(prof, ev, ok);
 
     pthread_mutex_lock(&dl->lock);
@@ -608,8 +638,10 @@ static void *recv_main(void *arg) {
 
 /* ---- reduce link ops ---------------------------------------------------------------------- */
 
-static int post(ccoip_datalink_t *dl, queue_t *q, uint32_t *posted, uint64_t tag, uint64_t offset,
-                void *buf, size_t len, reduce_req_t *req) {
+/* Queues slot s (its req, tag, offset, buf, len and combine fields set) and wakes the thread. */
+static int post_slot(ccoip_datalink_t *dl, queue_t *q, uint32_t *posted, slot_t s) {
+    reduce_req_t *req = s.req;
+    size_t len = s.len;
     if (len > CCOIP_DATALINK_MAX_FRAME) {
         LOG_ERROR("ccoip", "data link %s: a frame of %zu bytes is over the %u limit", dl->name, len,
                   CCOIP_DATALINK_MAX_FRAME);
@@ -621,12 +653,17 @@ static int post(ccoip_datalink_t *dl, queue_t *q, uint32_t *posted, uint64_t tag
         pthread_mutex_unlock(&dl->lock);
         return -1;
     }
-    *queue_at(q, q->count++) = (slot_t){.req = req, .tag = tag, .offset = offset, .buf = buf, .len = len,
-                                        .by_reference = (req->flags & REDUCE_SEND_BY_REFERENCE) != 0,
-                                        .trace = req->trace};
+    s.by_reference = (req->flags & REDUCE_SEND_BY_REFERENCE) != 0;
+    s.trace = req->trace;
+    *queue_at(q, q->count++) = s;
     pthread_mutex_unlock(&dl->lock);
     bump(posted);
     return 0;
+}
+
+static int post(ccoip_datalink_t *dl, queue_t *q, uint32_t *posted, uint64_t tag, uint64_t offset,
+                void *buf, size_t len, reduce_req_t *req) {
+    return post_slot(dl, q, posted, (slot_t){.req = req, .tag = tag, .offset = offset, .buf = buf, .len = len});
 }
 
 static int link_post_send(void *ctx, uint64_t tag, uint64_t offset, const void *src, size_t len,
@@ -638,6 +675,21 @@ static int link_post_send(void *ctx, uint64_t tag, uint64_t offset, const void *
 static int link_post_recv(void *ctx, uint64_t tag, uint64_t offset, void *dst, size_t len, reduce_req_t *req) {
     ccoip_datalink_t *dl = ctx;
     return post(dl, &dl->recvs, &dl->recv_posted, tag, offset, dst, len, req);
+}
+
+static int link_post_recv_combine(void *ctx, uint64_t tag, uint64_t offset, void *dst, const void *x, size_t len,
+                                  pcclDataType_t dtype, pcclRedOp_t op, reduce_req_t *req) {
+    ccoip_datalink_t *dl = ctx;
+    size_t esz = reduce_dtype_size(dtype);
+    bool on_pipe = __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE) != 0;
+    if (esz == 0 || !reduce_op_valid(op) || len % esz != 0 || !on_pipe) {
+        LOG_ERROR("ccoip", "data link %s: a combining receive of %zu bytes of dtype %d, op %d%s", dl->name, len,
+                  (int) dtype, (int) op, on_pipe ? "" : " on a link not on shared memory");
+        return -1;
+    }
+    return post_slot(dl, &dl->recvs, &dl->recv_posted,
+                     (slot_t){.req = req, .tag = tag, .offset = offset, .buf = dst, .len = len, .combine = true,
+                              .x = x, .dtype = dtype, .op = op});
 }
 
 static void link_wait(void *ctx, _Atomic uint32_t *doorbell, uint32_t seen, uint32_t timeout_us) {
@@ -674,7 +726,21 @@ static const reduce_link_ops_t datalink_ops = {
     .cancel = link_cancel,
 };
 
-reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl) { return (reduce_link_t){.ops = &datalink_ops, .ctx = dl}; }
+/* Receiving through the pipe: reduce-scatter frames are combined straight out of its ring. */
+static const reduce_link_ops_t datalink_shm_ops = {
+    .post_send = link_post_send,
+    .post_recv = link_post_recv,
+    .wait = link_wait,
+    .cancel = link_cancel,
+    .post_recv_combine = link_post_recv_combine,
+};
+
+reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl) {
+    /* rx_shm never goes back to 0 (a failing pipe breaks the link): what we see now holds for
+     * every frame of an op that starts now. */
+    bool combine = dl->shm_combine && __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE);
+    return (reduce_link_t){.ops = combine ? &datalink_shm_ops : &datalink_ops, .ctx = dl};
+}
 
 void ccoip_datalink_break(ccoip_datalink_t *dl, const char *why) {
     pthread_mutex_lock(&dl->lock);
@@ -727,8 +793,9 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_ses
     }
     dl->same_host = ccoip_sock_same_host(fd);
     ccoip_sock_tune_data_link(fd, dl->same_host);
-    const char *env = getenv("PCCL_SHM"), *ring = getenv("PCCL_SHM_RING_KIB");
+    const char *env = getenv("PCCL_SHM"), *ring = getenv("PCCL_SHM_RING_KIB"), *comb = getenv("PCCL_SHM_COMBINE");
     dl->shm_allowed = !dl->sealed && ccoip_shm_supported() && !(env && strcmp(env, "0") == 0);
+    dl->shm_combine = !(comb && strcmp(comb, "0") == 0); /* 0: stage and combine in the ring (A/B runs) */
     dl->shm_ring = ccoip_shmpipe_ring_size(ring && *ring ? (size_t) strtoul(ring, NULL, 10) << 10 : SHM_RING_DEFAULT);
     dl->shm_state = dl->shm_allowed && dl->same_host ? SHM_WANT : SHM_NONE;
     dl->fd = fd;

@@ -15,7 +15,10 @@
  * send direction with its first frame to send (control frames over the socket,
  * docs/allreduce.md); an accepted
  * direction carries its frames through the pipe (two memcpys per byte, no system call in steady
- * state) and the socket stays open as the liveness channel. Sealed links stay on TCP. */
+ * state) and the socket stays open as the liveness channel. Sealed links stay on TCP. A link
+ * whose receive direction runs through the pipe offers post_recv_combine (reduce.h): the
+ * receive thread combines a reduce-scatter frame straight out of the ring (PCCL_SHM_COMBINE=0:
+ * not offered, the ring stages and combines as over TCP). */
 #ifndef CCOIP_DATALINK_H
 #define CCOIP_DATALINK_H
 
@@ -66,7 +69,8 @@ bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
  * while our offer is due or unanswered (the answer may still move *tx). */
 bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx);
 
-/* The link for reduce_ring_params_t.next / .prev. */
+/* The link for reduce_ring_params_t.next / .prev, for an op that starts now: with
+ * post_recv_combine once the receive direction runs through the pipe (fetch it per op). */
 reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl);
 
 #endif /* CCOIP_DATALINK_H */

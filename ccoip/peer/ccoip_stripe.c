@@ -2,6 +2,7 @@
  * neighbour by their sub-chunk index (ccoip_stripe.h). */
 #include "ccoip/peer/ccoip_stripe.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,13 @@ static void stripe_cancel(void *ctx, uint64_t tag) {
     for (uint32_t i = 0; i < s->n; i++) s->links[i].ops->cancel(s->links[i].ctx, tag);
 }
 
+static int stripe_recv_combine(void *ctx, uint64_t tag, uint64_t offset, void *dst, const void *x, size_t len,
+                               pcclDataType_t dtype, pcclRedOp_t op, reduce_req_t *req) {
+    ccoip_stripe_t *s = ctx;
+    const reduce_link_t *l = &s->links[req->stream % s->n];
+    return l->ops->post_recv_combine(l->ctx, tag, offset, dst, x, len, dtype, op, req);
+}
+
 static const reduce_link_ops_t stripe_ops = {
     .post_send = stripe_send,
     .post_recv = stripe_recv,
@@ -48,12 +56,23 @@ static const reduce_link_ops_t stripe_ops = {
     .cancel = stripe_cancel,
 };
 
+/* Every stream combines as it receives (all on shared memory): so does the striped link. */
+static const reduce_link_ops_t stripe_combine_ops = {
+    .post_send = stripe_send,
+    .post_recv = stripe_recv,
+    .wait = stripe_wait,
+    .cancel = stripe_cancel,
+    .post_recv_combine = stripe_recv_combine,
+};
+
 reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, uint32_t n) {
     memset(s, 0, sizeof *s);
     if (n > CCOIP_P2P_MAX_STREAMS) n = CCOIP_P2P_MAX_STREAMS;
     memcpy(s->links, links, n * sizeof *links);
     s->n = n;
-    return (reduce_link_t){&stripe_ops, s};
+    bool combine = n > 0;
+    for (uint32_t i = 0; i < n; i++) combine = combine && links[i].ops->post_recv_combine != NULL;
+    return (reduce_link_t){combine ? &stripe_combine_ops : &stripe_ops, s};
 }
 
 void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,

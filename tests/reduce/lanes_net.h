@@ -44,7 +44,7 @@ static void ln_deal_cancel(void *ctx, uint64_t tag) {
     for (uint32_t i = 0; i < d->n; i++) d->links[i].ops->cancel(d->links[i].ctx, tag);
 }
 
-static const reduce_link_ops_t ln_deal_ops = { ln_deal_send, ln_deal_recv, ln_deal_wait, ln_deal_cancel };
+static const reduce_link_ops_t ln_deal_ops = { ln_deal_send, ln_deal_recv, ln_deal_wait, ln_deal_cancel, NULL };
 
 typedef struct lanes_net {
     uint32_t n, s;

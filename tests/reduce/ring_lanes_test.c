@@ -295,7 +295,7 @@ static void hold_cancel(void *ctx, uint64_t tag) {
     h->inner.ops->cancel(h->inner.ctx, tag);
 }
 
-static const reduce_link_ops_t hold_ops = { hold_send, hold_recv, hold_wait, hold_cancel };
+static const reduce_link_ops_t hold_ops = { hold_send, hold_recv, hold_wait, hold_cancel, NULL };
 
 static void hold_release(holder_t *h) {
     pthread_mutex_lock(&h->mu);
