@@ -96,6 +96,14 @@ run_pccl_tcp() { # N: the same with every link on TCP
     { [ "$has1" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
       [ -n "$big" ] && PCCL_SHM=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup "$warm" --iters 5 --pool "$pool"; } >> "$tmp/pcclt$1"
 }
+# AR_BENCH_COMBINE_AB=1: PCCL a third time per round with PCCL_SHM_COMBINE=0 (links over shared
+# memory stage each reduce-scatter frame and the ring combines it, as before session 9): rows
+# "_combine_vs_copy" (the default, combining straight out of the pipe, against that) and
+# "_copy_cpu_s_per_GB_vs_gloo".
+run_pccl_copy() { # N
+    { [ "$has1" ] && PCCL_SHM_COMBINE=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes 1 --warmup 20 --iters 50 --pool "$pool"
+      [ -n "$big" ] && PCCL_SHM_COMBINE=0 "$drv" "$master" "$peer" busbw --peers "$1" --sizes "$big" --warmup "$warm" --iters 5 --pool "$pool"; } >> "$tmp/pcclc$1"
+}
 run_memcpy() { # N (unused): one thread, 256 MiB cold buffers
     "$tcp" memcpy 256 | awk '$1 == "memcpy" {print $2}' >> "$tmp/memcpy"
 }
@@ -107,11 +115,17 @@ run_gloo_all() { # N: the slowest rank's time, the ranks' CPU summed
 }
 
 # Odd rounds run ring, PCCL, gloo; even rounds the other way round (what runs first in a round
-# was measured to fare differently on this machine).
+# was measured to fare differently on this machine). AR_BENCH_CONTENDERS: a subset, in this
+# order (e.g. "pccl pccl_copy gloo_all" for a quick A/B; rows whose contender is missing say so).
+contenders=${AR_BENCH_CONTENDERS:-ring minimal pccl pccl_tcp gloo_all memcpy}
+if [ "${AR_BENCH_COMBINE_AB:-0}" = 1 ] && ! echo " $contenders " | grep -q " pccl_copy "; then
+    contenders=$(echo " $contenders " | sed 's/ pccl / pccl pccl_copy /; s/^ //; s/ $//')
+fi
+reverse() { for w in $1; do r="$w${r:+ $r}"; done; echo "$r"; r=; }
 round=1
 while [ "$round" -le "$rounds" ]; do
-    order="ring minimal pccl pccl_tcp gloo_all memcpy"
-    [ $((round % 2)) = 0 ] && order="memcpy gloo_all pccl_tcp pccl minimal ring"
+    order=$contenders
+    [ $((round % 2)) = 0 ] && order=$(reverse "$contenders")
     for n in 2 4; do
         echo "allreduce: round $round/$rounds, $n peers: $order" >&2
         for who in $order; do "run_$who" $n; done
@@ -119,6 +133,7 @@ while [ "$round" -le "$rounds" ]; do
     round=$((round + 1))
 done
 
+touch "$tmp/memcpy" "$tmp/ring2" "$tmp/ring4" "$tmp/ringcold2" "$tmp/ringcold4"
 memcpy_gbs=$(median < "$tmp/memcpy")
 echo "allreduce: memcpy of cold 256 MiB buffers, one thread: ${memcpy_gbs} GB/s" >&2
 for n in 2 4; do
@@ -179,6 +194,15 @@ for n in 2 4; do
             echo "allreduce_cpu/n${n}_${mib}MiB_tcp_cpu_s_per_GB_vs_gloo,$tcg,s/GB,$gcg,$(ratio "$tcg" "$gcg")"
             echo "allreduce_lo/n${n}_${mib}MiB_busbw_shm_vs_tcp,$pb,GB/s,$tb,$(ratio "$pb" "$tb")"
             echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_shm_vs_tcp,$pcg,s/GB,$tcg,$(ratio "$pcg" "$tcg")"
+        fi
+        # PCCL_SHM_COMBINE=0 (AR_BENCH_COMBINE_AB=1): staged and combined by the ring, same rounds.
+        cu=$(awk -v m=$mib '$1=="busbw" && $2==m {print $3}' "$tmp/pcclc$n" 2>/dev/null | median)
+        cc=$(awk -v m=$mib '$1=="busbw" && $2==m {print $5}' "$tmp/pcclc$n" 2>/dev/null | median)
+        if [ "$cu" != 0 ]; then
+            cb=$(busbw $n $mib "$cu") ccg=$(cpu_gb $mib "$cc")
+            echo "allreduce_lo/n${n}_${mib}MiB_busbw_combine_vs_copy,$pb,GB/s,$cb,$(ratio "$pb" "$cb")"
+            echo "allreduce_cpu/n${n}_${mib}MiB_cpu_s_per_GB_combine_vs_copy,$pcg,s/GB,$ccg,$(ratio "$pcg" "$ccg")"
+            echo "allreduce_cpu/n${n}_${mib}MiB_copy_cpu_s_per_GB_vs_gloo,$ccg,s/GB,$gcg,$(ratio "$ccg" "$gcg")"
         fi
         if [ $mib = 256 ]; then
             echo "allreduce_cpu/n${n}_256MiB_cpu_s_per_GB_vs_tcp_ring,$pcg,s/GB,$ring_cpu_gb,$(ratio "$pcg" "$ring_cpu_gb")"
