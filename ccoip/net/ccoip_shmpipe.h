@@ -3,8 +3,9 @@
  *
  * The segment (ccoip_shm.h) holds a header page and a ring of ring_size bytes (a power of two).
  * The writer copies the poster's bytes into the ring and publishes `head` (bytes written, ever);
- * the reader copies from the ring straight into the receive's buffer and publishes `tail` (bytes
- * consumed). Both counters sit on their own cache lines; a side that finds nothing to do spins a
+ * the reader copies from the ring straight into the receive's buffer (or hands the bytes to a
+ * function straight out of the ring, ccoip_shmpipe_read_each: a combining receive) and publishes
+ * `tail` (bytes consumed). Both counters sit on their own cache lines; a side that finds nothing to do spins a
  * little, then parks on a futex word in the segment (threadpark_shared.h) that the other side
  * bumps only when the parked side said that it sleeps: no system call in steady state.
  *
