@@ -11,8 +11,12 @@
 # flow_bench.sh. Needs root; prints a skip line otherwise. CSV rows on stdout. WAN_SIZE_MIB
 # overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a token PwW: pool P with
 # PCCL_STRIPE_WINDOW=W, the striped ring's window; a token Ps: pool P with the striped ring on
-# one lane, PCCL_STRIPE_LANES=0, as before session 8), WAN_ROUNDS (default 1) runs that many
-# interleaved rounds (odd rounds in reverse pool order) and reports each pool's median; each
+# one lane, PCCL_STRIPE_LANES=0, as before session 8; a token PlK: pool P with
+# PCCL_STRIPE_LANE_MIN_KIB=K, ops striped over a group of the streams, halved while a lane would
+# get less than K KiB of each chunk, consecutive ops on consecutive groups; a trailing b, e.g. 1b: the same pool again as
+# a contender of its own, so that 1b / 1 per round shows the measure's own noise), WAN_ROUNDS
+# (default 1) runs that many interleaved rounds (odd rounds in reverse pool order) and reports
+# each pool's median and its per-round ratios to pool 1 of the same round; each
 # round also measures raw TCP h0 -> h1 with 1 and with P parallel streams (the op's bytes split
 # over them, started together). WAN_LOSS (default 0.001) the loss per packet, WAN_DELAY_MS
 # (default 25) the one-way delay, WAN_CC (default: the machine's, BBR here) the hosts'
@@ -73,7 +77,7 @@ tcpdelta() {
 }
 # Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
 rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
-np_of() { echo "$1" | sed 's/[ws].*//'; }
+np_of() { echo "$1" | sed 's/[wslb].*//'; }
 streams=$(for pool in $pools; do np_of "$pool"; done | sort -nu)
 r=0
 while [ $r -lt "$rounds" ]; do
@@ -81,28 +85,38 @@ while [ $r -lt "$rounds" ]; do
     # Through ns_fg: a TERM then ends the bench at once, not after the transfer.
     for k in $streams; do ns_fg ns_tcp_n 0 1 $((mib / k)) "$k" > "$tmp/t" && cat "$tmp/t" >> "$tmp/tcp$k" && echo >> "$tmp/tcp$k"; done
     for pool in $order; do
-        win="" lanes="" np=$(np_of "$pool")
-        case $pool in *w*) win=${pool#*w};; esac
-        case $pool in *s) lanes=0;; esac
+        win="" lanes="" lmin="" np=$(np_of "$pool")
+        cfg=${pool%b}
+        case $cfg in *w*) win=${cfg#*w};; esac
+        case $cfg in *l*) lmin=${cfg#*l};; esac
+        case $cfg in *s) lanes=0;; esac
         [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st0"
-        ns_fg env PCCL_STRIPE_WINDOW=$win PCCL_STRIPE_LANES=$lanes ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
+        ns_fg env PCCL_STRIPE_WINDOW=$win PCCL_STRIPE_LANES=$lanes PCCL_STRIPE_LANE_MIN_KIB=$lmin ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
             --parts 16 --inflight $((np * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")
-        b=$(bus "$mib" "$p"); echo "$b" >> "$tmp/bus$pool"
+        b=$(bus "$mib" "$p"); echo "$b" >> "$tmp/bus$pool"; echo "$r $b" >> "$tmp/rbus$pool"
         echo "wan_bench: round $r pool $pool: $b MB/s bus (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st1" && echo "wan_bench: round $r pool $pool: TCP $(tcpdelta "$tmp/st0" "$tmp/st1")" >&2
         [ -n "$trace" ] && python3 "$rf/bench/allreduce/wan_trace.py" "wan_bench: round $r pool $pool" "$trace"/pool$pool.r$r.*.json >&2
     done
     r=$((r + 1))
 done
-median() { [ -s "$1" ] && sort -n "$1" | awk 'NF { v[n++] = $1 } END { if (n) printf "%.2f", n % 2 ? v[(n-1)/2] : (v[n/2-1] + v[n/2]) / 2 }'; }
+median() { [ -s "$1" ] && sort -n "$1" | awk -v f="${2:-%.2f}" 'NF { v[n++] = $1 } END { if (n) printf f, n % 2 ? v[(n-1)/2] : (v[n/2-1] + v[n/2]) / 2 }'; }
 echo "wan_bench: raw TCP, $mib MiB over k streams, per round: $(for k in $streams; do echo "k=$k:" $(cat "$tmp/tcp$k"); done)" >&2
 t1=$(median "$tmp/tcp1")
 for k in $streams; do
     tk=$(median "$tmp/tcp$k")
     [ "$k" != 1 ] && [ -n "$tk" ] && [ -n "$t1" ] &&
         echo "allreduce_wan/${cc}_raw_tcp_${k}_streams_vs_1_stream,$tk,MB/s,$t1,$(ratio "$tk" "$t1")"
+done
+# Per round, each pool against pool 1 of the same round: the ratios, their median and minimum,
+# and how many fell below 0.95 (the goal's bound).
+for pool in $pools; do
+    [ "$pool" != 1 ] && [ -s "$tmp/rbus1" ] && [ -s "$tmp/rbus$pool" ] || continue
+    awk 'NR == FNR { a[$1] = $2; next } ($1 in a) && a[$1] > 0 { printf "%.3f\n", $2 / a[$1] }' "$tmp/rbus1" "$tmp/rbus$pool" > "$tmp/ratio$pool"
+    [ -s "$tmp/ratio$pool" ] || continue
+    echo "wan_bench: pool $pool / pool 1 per round: $(tr '\n' ' ' < "$tmp/ratio$pool")(median $(median "$tmp/ratio$pool" %.3f), min $(sort -n "$tmp/ratio$pool" | head -1), below 0.95: $(awk '$1 < 0.95' "$tmp/ratio$pool" | wc -l) of $(wc -l < "$tmp/ratio$pool"))" >&2
 done
 p1=""
 for pool in $pools; do

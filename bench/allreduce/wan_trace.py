@@ -12,6 +12,11 @@ traces (PCCL_TRACE_FILE, docs/profiler.md). Usage: wan_trace.py LABEL TRACE.json
            ring runs one lane per stream (session 8, reduce/README.md "Lanes") it no longer
            waits so: hol is then what one global order would have cost, not a cost paid
   rate     bytes received per ring second, per peer (MB/s)
+and a second line on how the ring time of an op splits (medians over ops, ms from the ring's
+start): ring p90 and max; the streams' last frames, per op the earliest, the median and the
+latest stream (lane) end; tail = the latest lane's end - the median lane's (how long the slowest
+lanes hold the op after the typical lane finished), solo = the latest - the second latest (what
+one lane alone holds it); after = ring end - the latest frame (the last reduce and the send).
 Only the standard library; the traces are read line by line (one event a line)."""
 import json
 import statistics
@@ -73,17 +78,21 @@ def op_figures(start, end, rv):
         hol += m - e
     first = min((e for _, e, _, _ in rv), default=start) - start
     spread = max(last.values()) - min(last.values()) if last else 0.0
-    return end - start, first, spread, hol, sum(b for _, _, _, b in rv)
+    ends = sorted(e - start for e in last.values()) or [0.0]
+    lanes = (ends[0], statistics.median(ends), ends[-1], ends[-1] - statistics.median(ends),
+             ends[-1] - ends[-2] if len(ends) > 1 else 0.0, end - start - ends[-1])
+    return end - start, first, spread, hol, sum(b for _, _, _, b in rv), lanes
 
 
 def main():
     label, paths = sys.argv[1], sys.argv[2:]
-    ring, gap, first, spread, hol, rate = [], [], [], [], [], []
+    ring, gap, first, spread, hol, rate, lanes = [], [], [], [], [], [], []
     for p in paths:
         ops = peer_ops(p)
         prev = None
         for start, end, rv in ops:
-            r, f, sp, h, b = op_figures(start, end, rv)
+            r, f, sp, h, b, ln = op_figures(start, end, rv)
+            lanes.append([x / 1e3 for x in ln])
             ring.append(r / 1e3)
             first.append(f / 1e3)
             spread.append(sp / 1e3)
@@ -97,6 +106,11 @@ def main():
     print(f'{label}: ops/peer {len(ring) // max(1, len(paths))} ring {med(ring):.1f} ms (sum/peer {tot(ring):.0f}) '
           f'gap {med(gap):.1f} (sum/peer {tot(gap):.0f}) first {med(first):.1f} spread {med(spread):.1f} '
           f'(max {max(spread, default=0):.1f}) hol {med(hol):.1f} ms/op rate {med(rate):.2f} MB/s')
+    q = lambda v, f: sorted(v)[min(len(v) - 1, int(f * len(v)))] if v else float('nan')
+    col = lambda i: [x[i] for x in lanes]
+    print(f'{label}: ring p90 {q(ring, 0.9):.1f} max {max(ring, default=0):.1f} ms; lane ends earliest '
+          f'{med(col(0)):.1f} median {med(col(1)):.1f} latest {med(col(2)):.1f} tail {med(col(3)):.1f} '
+          f'(p90 {q(col(3), 0.9):.1f}) solo {med(col(4)):.1f} after {med(col(5)):.1f} ms/op')
 
 
 if __name__ == '__main__':
