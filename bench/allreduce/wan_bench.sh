@@ -12,8 +12,9 @@
 # overrides 256; WAN_POOLS (default "1 2 4 8") picks the pools (a token PwW: pool P with
 # PCCL_STRIPE_WINDOW=W, the striped ring's window; a token Ps: pool P with the striped ring on
 # one lane, PCCL_STRIPE_LANES=0, as before session 8; a token PlK: pool P with
-# PCCL_STRIPE_LANE_MIN_KIB=K, ops striped over a group of the streams, halved while a lane would
-# get less than K KiB of each chunk, consecutive ops on consecutive groups; a trailing b, e.g. 1b: the same pool again as
+# PCCL_STRIPE_LANE_MIN_KIB=K, the lane minimum of ccoip_stripe_width (an op takes a group of the
+# streams, halved while a lane would get less than K KiB of each chunk; consecutive ops take
+# consecutive groups; K=0: every op over all P streams, as before session 9); a trailing b, e.g. 1b: the same pool again as
 # a contender of its own, so that 1b / 1 per round shows the measure's own noise), WAN_ROUNDS
 # (default 1) runs that many interleaved rounds (odd rounds in reverse pool order) and reports
 # each pool's median and its per-round ratios to pool 1 of the same round; each

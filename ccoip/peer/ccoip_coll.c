@@ -84,8 +84,9 @@ void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
 }
 
 /* The streams and the places in their queues of an op that may start (COMMENCE ok, in the
- * master's order, the same on every peer). A large op takes every stream of a link (striped);
- * another takes stream k mod pool for the k-th COMMENCE since the topology round. Each link's
+ * master's order, the same on every peer). A large op takes a group of w streams of a link
+ * (striped, ccoip_stripe_width: all of them or a fraction), group k mod (pool / w) for the k-th
+ * COMMENCE since the topology round; another takes stream k mod pool. Each link's
  * two ends count the same streams, so they decide alike. */
 static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world) {
     ccoip_colls_t *c = &comm->colls;
@@ -94,8 +95,8 @@ static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world) {
     uint64_t bytes = (uint64_t) op->desc.count * reduce_dtype_size(op->desc.src_descriptor.datatype);
     op->tx_width = ccoip_stripe_width(bytes, world, l->ntx);
     op->rx_width = ccoip_stripe_width(bytes, world, l->nrx);
-    op->tx_first = op->tx_width > 1 || l->ntx == 0 ? 0 : (uint32_t) (k % l->ntx);
-    op->rx_first = op->rx_width > 1 || l->nrx == 0 ? 0 : (uint32_t) (k % l->nrx);
+    op->tx_first = l->ntx == 0 ? 0 : (uint32_t) (k % (l->ntx / op->tx_width)) * op->tx_width;
+    op->rx_first = l->nrx == 0 ? 0 : (uint32_t) (k % (l->nrx / op->rx_width)) * op->rx_width;
     for (uint32_t i = 0; i < op->tx_width; i++) op->tx_turn[op->tx_first + i] = c->tx[op->tx_first + i].next_turn++;
     for (uint32_t i = 0; i < op->rx_width; i++) op->rx_turn[op->rx_first + i] = c->rx[op->rx_first + i].next_turn++;
 }

@@ -8,7 +8,17 @@
 
 uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
     if (streams <= 1 || world == 0) return 1;
-    return bytes / world >= (uint64_t) streams * CCOIP_STRIPE_MIN_PER_STREAM ? streams : 1;
+    uint64_t chunk = bytes / world;
+    if (chunk < (uint64_t) streams * CCOIP_STRIPE_MIN_PER_STREAM) return 1;
+    /* Halve the width while a lane would get less than CCOIP_STRIPE_MIN_PER_LANE of each chunk:
+     * the op takes a group of the streams and the next op the next group, at once.
+     * PCCL_STRIPE_LANE_MIN_KIB overrides it for A/B runs (0: all streams, as before session 9);
+     * every peer must set the same, since the two ends of a link decide alone. */
+    const char *e = getenv("PCCL_STRIPE_LANE_MIN_KIB");
+    uint64_t lane_min = e != NULL && *e != '\0' ? (uint64_t) (atoi(e) > 0 ? atoi(e) : 0) * 1024u : CCOIP_STRIPE_MIN_PER_LANE;
+    uint32_t w = streams;
+    while (w % 2 == 0 && chunk < (uint64_t) w * lane_min) w /= 2;
+    return w;
 }
 
 uint32_t ccoip_stripe_window(uint32_t width) {

@@ -27,6 +27,14 @@
  * that other ops run beside it on the others. */
 #define CCOIP_STRIPE_MIN_PER_STREAM (512u * 1024u)
 
+/* A striped op takes streams / 2^i of them, the most that give each lane at least this much of
+ * every chunk (4 sub-chunks of 256 KiB); consecutive ops take consecutive groups and run at
+ * once. On a lossy long path an op ends with its slowest lane, and BBR flows hold unequal
+ * shares for seconds, so 8 lanes of 2 sub-chunks waited on their slowest flow (pool 8, 16 MiB
+ * ops: 0.84 x pool 1); two ops of 4 lanes at once overlap each other's fill and tail (1.19 x).
+ * docs/performance.md, "Lane groups (session 9)". */
+#define CCOIP_STRIPE_MIN_PER_LANE (1024u * 1024u)
+
 /* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,
  * "WAN: concurrent streams"): with 100 Mbit/s per flow on a 500 Mbit/s link, pool 4 carried 3.8 x
  * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; cubic under
@@ -45,7 +53,10 @@ typedef struct ccoip_stripe_t {
 } ccoip_stripe_t;
 
 /* How many streams an op of `bytes` (count x element size) on `world` peers uses on a link of
- * `streams` streams: all of them, or 1. The same on every peer for the same op and link. */
+ * `streams` streams: 1 when a stream would get less than CCOIP_STRIPE_MIN_PER_STREAM of each
+ * chunk, else a group of streams / 2^i (CCOIP_STRIPE_MIN_PER_LANE; PCCL_STRIPE_LANE_MIN_KIB, the
+ * same on every peer, overrides it). The k-th op on the link takes group k mod (streams / width)
+ * (ccoip_coll.c). The same on every peer for the same op and link. */
 uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams);
 
 /* Initialises s over links[0 .. n-1] (1 <= n <= CCOIP_P2P_MAX_STREAMS) and returns the reduce

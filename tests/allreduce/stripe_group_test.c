@@ -1,0 +1,66 @@
+/* stripe_group_test: ops striped over a group of the pool's streams (ccoip_stripe_width with a
+ * lane minimum, PCCL_STRIPE_LANE_MIN_KIB = 1024 on every peer): consecutive ops take
+ * consecutive groups and run at once, beside single-stream ops. The real pccl-master and
+ * async_peer processes; every op exact and the same bytes on every peer.
+ *   1. 4 peers, pools of 8, 16 MiB float32 ops (chunks of 4 MiB: groups of 4 streams, 16
+ *      sub-chunks per chunk, 4 per lane), 4 kinds, then mixed with 777-element ops in flight.
+ *   2. 4 peers, pools of 4, 2,500,003 elements (chunks of about 2.4 MiB: groups of 2 streams,
+ *      10 sub-chunks per chunk), 4 kinds and mixed.
+ *   3. 3 peers with pools 8, 4 and 2, 16 MiB ops: each link its own width (4, 4 and 2 over 3
+ *      peers' chunks of 5.3 MiB), so one peer's two links differ (one lane there).
+ * Usage: stripe_group_test PCCL_MASTER ASYNC_PEER */
+#include "tests/allreduce/async_driver.h"
+#include "tests/common/check.h"
+
+#define OP16 4194301 /* float32: 16 MiB less 12 bytes */
+#define BIG 2500003
+
+static void run_batch(ad_t *a, int count, const char *cmd_tail, int k, const char *what) {
+    char cmd[160], line[256], first[64] = "";
+    snprintf(cmd, sizeof cmd, "async %d %d %x %s", k, count, ad_mask(a), cmd_tail);
+    long t = ad_now_ms();
+    ad_all(a, cmd);
+    for (int i = 0; i < a->n; i++) CHECK(ad_read(&a->peers[i], "started", line, sizeof line, 120000));
+    for (int i = 0; i < a->n; i++) {
+        CHECK(ad_read(&a->peers[i], "async", line, sizeof line, 120000));
+        int nfail = -1, err = -1, world = 0;
+        size_t nbad = 1;
+        char hash[64] = "";
+        CHECK(sscanf(line, "async %d %d %zu %63s %d", &nfail, &err, &nbad, hash, &world) == 5);
+        CHECK(nfail == 0 && nbad == 0 && world == a->n);
+        if (nfail != 0 || nbad != 0) fprintf(stderr, "stripe_group_test: %s: peer %d: %s\n", what, i, line);
+        if (i == 0) strcpy(first, hash);
+        CHECK(strcmp(first, hash) == 0);
+    }
+    printf("stripe_group_test: %s: %d ops on %d peers: %ld ms\n", what, k, a->n, ad_now_ms() - t);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    h_init(600); /* TSan on a loaded 2-core box */
+    long t0 = ad_now_ms();
+    ad_t a;
+    setenv("PCCL_STRIPE_LANE_MIN_KIB", "1024", 1); /* the peers inherit it */
+
+    /* 1 */
+    if (!ad_start(&a, argv[1], argv[2], 4, NULL, 8)) return 1;
+    run_batch(&a, OP16, "0", 4, "pool 8, groups of 4, 4 kinds");
+    run_batch(&a, OP16, "0 777", 8, "pool 8, groups of 4 and single-stream mixed");
+    run_batch(&a, OP16, "1", 6, "pool 8, groups of 4, 6 float32 ops");
+    CHECK(ad_stop(&a) == 0);
+
+    /* 2 */
+    if (!ad_start(&a, argv[1], argv[2], 4, NULL, 4)) return 1;
+    run_batch(&a, BIG, "0", 4, "pool 4, groups of 2, 4 kinds");
+    run_batch(&a, BIG, "0 777", 8, "pool 4, groups of 2 and single-stream mixed");
+    CHECK(ad_stop(&a) == 0);
+
+    /* 3 */
+    const int pools[3] = {8, 4, 2};
+    if (!ad_start(&a, argv[1], argv[2], 3, pools, 0)) return 1;
+    run_batch(&a, OP16, "0", 4, "pools 8/4/2, 4 kinds");
+    run_batch(&a, OP16, "0 777", 8, "pools 8/4/2, mixed");
+    CHECK(ad_stop(&a) == 0);
+    printf("stripe_group_test: %d checks, %d failed, %ld ms\n", check_count, check_failures, ad_now_ms() - t0);
+    return check_failures ? 1 : 0;
+}
