@@ -23,7 +23,9 @@
  *    shared-memory reader may sleep on the link's socket, rung by doorbell bytes there, which a
  *    version-3 writer would never send; and a striped all-reduce puts the frame of sub-chunk j of
  *    its chunk on stream j mod width (ccoip_stripe.h), where earlier builds put the k-th frame on
- *    stream k mod width: the two differ unless every chunk has a multiple of width sub-chunks */
+ *    stream k mod width: the two differ unless every chunk has a multiple of width sub-chunks;
+ *    and a striped op may take a group of the streams (ccoip_stripe_width, lane groups: session 9,
+ *    still version 4, which no release carried before) */
 #define CCOIP_PROTOCOL_VERSION 4u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
