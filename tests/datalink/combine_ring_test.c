@@ -28,6 +28,7 @@
 #include "ccoip/peer/ccoip_stripe.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
+#include "tests/datalink/tcp_pair.h"
 
 #define MAXN 4
 #define MAXS 2
@@ -37,24 +38,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
-
-static void tcp_pair(int *a, int *b) {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(l >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof addr;
-    REQUIRE(bind(l, (struct sockaddr *) &addr, sizeof addr) == 0);
-    REQUIRE(listen(l, 1) == 0);
-    REQUIRE(getsockname(l, (struct sockaddr *) &addr, &alen) == 0);
-    *a = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(*a, (struct sockaddr *) &addr, sizeof addr) == 0);
-    *b = accept(l, NULL, NULL);
-    REQUIRE(*b >= 0);
-    int one = 1;
-    setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    close(l);
 }
 
 typedef struct peer {

@@ -19,22 +19,9 @@
 #include "ccoip/wire/ccoip_auth.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
+#include "tests/datalink/tcp_pair.h"
 
 #define N 3
-
-static void tcp_pair(int *a, int *b) {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(l >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof addr;
-    REQUIRE(bind(l, (struct sockaddr *) &addr, sizeof addr) == 0 && listen(l, 1) == 0);
-    REQUIRE(getsockname(l, (struct sockaddr *) &addr, &alen) == 0);
-    *a = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(*a, (struct sockaddr *) &addr, sizeof addr) == 0);
-    *b = accept(l, NULL, NULL);
-    REQUIRE(*b >= 0);
-    close(l);
-}
 
 /* The two ends of one connection: the connector sends with c2a, the acceptor with a2c. */
 static void sessions(uint8_t seed, ccoip_session_t *conn, ccoip_session_t *acc) {
