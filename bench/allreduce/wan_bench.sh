@@ -14,7 +14,10 @@
 # one lane, PCCL_STRIPE_LANES=0, as before session 8; a token PlK: pool P with
 # PCCL_STRIPE_LANE_MIN_KIB=K, the lane minimum of ccoip_stripe_width (an op takes a group of the
 # streams, halved while a lane would get less than K KiB of each chunk; consecutive ops take
-# consecutive groups; K=0: every op over all P streams, as before session 9); a trailing b, e.g. 1b: the same pool again as
+# consecutive groups; K=0: no minimum, as before session 9; a token PmL: pool P
+# with PCCL_STRIPE_MAX_LANES=L, at most L streams per op, 0: no cap, as before session 10; a
+# token PcL: pool P with PCCL_STRIPE_SHARED_LANES=L, at most L streams per op while others run,
+# 0: the same as alone, as before session 10); a trailing b, e.g. 1b: the same pool again as
 # a contender of its own, so that 1b / 1 per round shows the measure's own noise), WAN_ROUNDS
 # (default 1) runs that many interleaved rounds (odd rounds in reverse pool order) and reports
 # each pool's median and its per-round ratios to pool 1 of the same round; each
@@ -78,7 +81,7 @@ tcpdelta() {
 }
 # Rounds interleave the pools (odd rounds in reverse order): the machine's load drifts.
 rev=$(echo $pools | awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
-np_of() { echo "$1" | sed 's/[wslb].*//'; }
+np_of() { echo "$1" | sed 's/[wslmcb].*//'; }
 streams=$(for pool in $pools; do np_of "$pool"; done | sort -nu)
 r=0
 while [ $r -lt "$rounds" ]; do
@@ -86,13 +89,15 @@ while [ $r -lt "$rounds" ]; do
     # Through ns_fg: a TERM then ends the bench at once, not after the transfer.
     for k in $streams; do ns_fg ns_tcp_n 0 1 $((mib / k)) "$k" > "$tmp/t" && cat "$tmp/t" >> "$tmp/tcp$k" && echo >> "$tmp/tcp$k"; done
     for pool in $order; do
-        win="" lanes="" lmin="" np=$(np_of "$pool")
+        win="" lanes="" lmin="" lmax="" lshared="" np=$(np_of "$pool")
         cfg=${pool%b}
         case $cfg in *w*) win=${cfg#*w};; esac
         case $cfg in *l*) lmin=${cfg#*l};; esac
+        case $cfg in *m*) lmax=${cfg#*m};; esac
+        case $cfg in *c*) lshared=${cfg#*c};; esac
         case $cfg in *s) lanes=0;; esac
         [ "${WAN_TCPSTAT:-0}" = 1 ] && tcpstat > "$tmp/st0"
-        ns_fg env PCCL_STRIPE_WINDOW=$win PCCL_STRIPE_LANES=$lanes PCCL_STRIPE_LANE_MIN_KIB=$lmin ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
+        ns_fg env PCCL_STRIPE_WINDOW=$win PCCL_STRIPE_LANES=$lanes PCCL_STRIPE_LANE_MIN_KIB=$lmin PCCL_STRIPE_MAX_LANES=$lmax PCCL_STRIPE_SHARED_LANES=$lshared ${trace:+PCCL_TRACE_FILE=$trace/pool$pool.r$r.%p.json} timeout 600 "$drv" "$master" "$peer" busbw --peers $n --netns "$(ns_list $n)" --ip 10.77.0. --sizes "$mib" --pool $np \
             --parts 16 --inflight $((np * 2)) --warmup 0 --iters 1 > "$tmp/pool$pool.$r" ||
             { echo "wan_bench: pool $pool round $r failed" >&2; continue; }
         p=$(awk '$1=="busbw" {print $3}' "$tmp/pool$pool.$r")

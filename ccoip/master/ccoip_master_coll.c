@@ -30,14 +30,23 @@ static bool same_desc(const ccoip_collective_init_t *a, const ccoip_collective_i
            a->quant_algo == b->quant_algo;
 }
 
+/* The collectives of c commenced and not yet done (every member holds the same ones). */
+static uint32_t running_of(const ccoip_mclient_t *c) {
+    uint32_t n = 0;
+    for (int i = 0; i < CCOIP_MAX_COLLECTIVES; i++)
+        n += c->colls[i].phase == CCOIP_MCOLL_RUNNING || c->colls[i].phase == CCOIP_MCOLL_COMPLETED;
+    return n;
+}
+
 static void commence(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
-    uint32_t world = 0;
+    uint32_t world = 0, running = 1;
     bool stale = false, agree = true;
     const ccoip_collective_init_t *first = NULL;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!is_member(c, group)) continue;
         ccoip_mcoll_t *e = find(c, tag);
+        if (first == NULL) running += running_of(c); /* counted once: one member's view */
         if (first == NULL) first = &e->desc;
         agree = agree && same_desc(first, &e->desc);
         stale = stale || c->ring_stale;
@@ -57,7 +66,8 @@ static void commence(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_COLLECTIVE_COMMENCE;
-        p.u.collective_commence = (ccoip_collective_commence_t){tag, status, rank++, world};
+        p.u.collective_commence =
+            (ccoip_collective_commence_t){tag, status, rank++, world, status == CCOIP_RESULT_OK ? running : 0};
         send_to(st, c, &p);
     }
 }
@@ -118,7 +128,7 @@ static void refuse(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t tag) {
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_COLLECTIVE_COMMENCE;
-    p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_FAILED, 0, 0};
+    p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_FAILED, 0, 0, 0};
     send_to(st, c, &p);
 }
 
@@ -204,7 +214,7 @@ static void send_tagged(ccoip_master_state_t *st, ccoip_mclient_t *c, uint16_t t
     p.type = type;
     if (type == CCOIP_PKT_M2C_COLLECTIVE_ABORT) p.u.collective_abort.tag = tag;
     else if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) p.u.collective_done = (ccoip_collective_done_t){tag, CCOIP_RESULT_TIMEOUT};
-    else p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0};
+    else p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0, 0};
     send_to(st, c, &p);
 }
 

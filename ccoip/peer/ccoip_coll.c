@@ -85,16 +85,17 @@ void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
 
 /* The streams and the places in their queues of an op that may start (COMMENCE ok, in the
  * master's order, the same on every peer). A large op takes a group of w streams of a link
- * (striped, ccoip_stripe_width: all of them or a fraction), group k mod (pool / w) for the k-th
- * COMMENCE since the topology round; another takes stream k mod pool. Each link's
- * two ends count the same streams, so they decide alike. */
-static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world) {
+ * (striped, ccoip_stripe_width: all of them or a fraction, fewer when others run beside it),
+ * group k mod (pool / w) for the k-th COMMENCE since the topology round; another takes stream
+ * k mod pool. Each link's two ends count the same streams and read the same COMMENCE, so they
+ * decide alike. */
+static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world, uint32_t running) {
     ccoip_colls_t *c = &comm->colls;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
     uint64_t k = c->commences++;
     uint64_t bytes = (uint64_t) op->desc.count * reduce_dtype_size(op->desc.src_descriptor.datatype);
-    op->tx_width = ccoip_stripe_width(bytes, world, l->ntx);
-    op->rx_width = ccoip_stripe_width(bytes, world, l->nrx);
+    op->tx_width = ccoip_stripe_width(bytes, world, l->ntx, running);
+    op->rx_width = ccoip_stripe_width(bytes, world, l->nrx, running);
     op->tx_first = l->ntx == 0 ? 0 : (uint32_t) (k % (l->ntx / op->tx_width)) * op->tx_width;
     op->rx_first = l->nrx == 0 ? 0 : (uint32_t) (k % (l->nrx / op->rx_width)) * op->rx_width;
     for (uint32_t i = 0; i < op->tx_width; i++) op->tx_turn[op->tx_first + i] = c->tx[op->tx_first + i].next_turn++;
@@ -113,7 +114,7 @@ bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
     if (fresh && p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE) {
         op->commence = *p;
         if (p->u.collective_commence.status == CCOIP_RESULT_OK)
-            assign_streams(comm, op, p->u.collective_commence.world);
+            assign_streams(comm, op, p->u.collective_commence.world, p->u.collective_commence.running);
     } else if (fresh) {
         op->done = *p;
     }

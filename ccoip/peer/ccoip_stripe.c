@@ -6,25 +6,55 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams) {
+/* The environment knobs of A/B runs, each read once per process (none changes while one runs). */
+typedef struct knob {
+    const char *name;
+    long dflt; /* unset or empty */
+    long value;
+    int read;
+} knob_t;
+
+static knob_t lane_min_kib = {"PCCL_STRIPE_LANE_MIN_KIB", CCOIP_STRIPE_MIN_PER_LANE / 1024, 0, 0};
+static knob_t max_lanes = {"PCCL_STRIPE_MAX_LANES", CCOIP_STRIPE_MAX_LANES, 0, 0};
+static knob_t shared_lanes = {"PCCL_STRIPE_SHARED_LANES", CCOIP_STRIPE_SHARED_LANES, 0, 0};
+static knob_t window = {"PCCL_STRIPE_WINDOW", 0, 0, 0};
+static knob_t lanes_on = {"PCCL_STRIPE_LANES", 1, 0, 0};
+
+static long knob(knob_t *k) {
+    if (__atomic_load_n(&k->read, __ATOMIC_ACQUIRE)) return __atomic_load_n(&k->value, __ATOMIC_RELAXED);
+    const char *e = getenv(k->name);
+    long v = e != NULL && *e != '\0' ? atol(e) : k->dflt;
+    __atomic_store_n(&k->value, v, __ATOMIC_RELAXED); /* racing first readers store the same */
+    __atomic_store_n(&k->read, 1, __ATOMIC_RELEASE);
+    return v;
+}
+
+uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams, uint32_t running) {
     if (streams <= 1 || world == 0) return 1;
     uint64_t chunk = bytes / world;
     if (chunk < (uint64_t) streams * CCOIP_STRIPE_MIN_PER_STREAM) return 1;
-    /* Halve the width while a lane would get less than CCOIP_STRIPE_MIN_PER_LANE of each chunk:
-     * the op takes a group of the streams and the next op the next group, at once.
-     * PCCL_STRIPE_LANE_MIN_KIB overrides it for A/B runs (0: all streams, as before session 9);
-     * every peer must set the same, since the two ends of a link decide alone. */
-    const char *e = getenv("PCCL_STRIPE_LANE_MIN_KIB");
-    uint64_t lane_min = e != NULL && *e != '\0' ? (uint64_t) (atoi(e) > 0 ? atoi(e) : 0) * 1024u : CCOIP_STRIPE_MIN_PER_LANE;
+    /* Halve the width while a lane would get less than CCOIP_STRIPE_MIN_PER_LANE of each chunk,
+     * or while the op would have more lanes than it may: CCOIP_STRIPE_MAX_LANES alone, and with
+     * others running beside it CCOIP_STRIPE_SHARED_LANES and half the pool, so that they run at
+     * once on other groups. PCCL_STRIPE_LANE_MIN_KIB, PCCL_STRIPE_MAX_LANES and
+     * PCCL_STRIPE_SHARED_LANES override them for A/B runs (0: no limit); every peer must set the
+     * same, since the two ends of a link decide alone. */
+    long min_kib = knob(&lane_min_kib), most = knob(&max_lanes), shared = knob(&shared_lanes);
+    if (running > 1 && shared > 0) {
+        long half = (long) streams / 2;
+        if (most <= 0 || shared < most) most = shared;
+        if (half < most) most = half;
+    }
+    uint64_t lane_min = min_kib > 0 ? (uint64_t) min_kib * 1024u : 0;
     uint32_t w = streams;
-    while (w % 2 == 0 && chunk < (uint64_t) w * lane_min) w /= 2;
+    while (w % 2 == 0 && (chunk < (uint64_t) w * lane_min || (most > 0 && w > (uint64_t) most))) w /= 2;
     return w;
 }
 
 uint32_t ccoip_stripe_window(uint32_t width) {
     /* PCCL_STRIPE_WINDOW: for experiments; local (the frames' order does not depend on it). */
-    const char *e = getenv("PCCL_STRIPE_WINDOW");
-    uint32_t w = e != NULL && atoi(e) > 0 ? (uint32_t) atoi(e) : 4 * width;
+    long e = knob(&window);
+    uint32_t w = e > 0 ? (uint32_t) e : 4 * width;
     if (w < REDUCE_RING_DEFAULT_WINDOW) w = REDUCE_RING_DEFAULT_WINDOW;
     return w > REDUCE_RING_MAX_WINDOW ? REDUCE_RING_MAX_WINDOW : w;
 }
@@ -88,8 +118,7 @@ reduce_link_t ccoip_stripe_link(ccoip_stripe_t *s, const reduce_link_t *links, u
 void ccoip_stripe_lanes(reduce_ring_params_t *rp, const ccoip_stripe_t *tx, uint32_t tx_width,
                         const ccoip_stripe_t *rx, uint32_t rx_width) {
     /* PCCL_STRIPE_LANES=0: one lane, for A/B runs; local (the frames' streams do not depend on it). */
-    const char *e = getenv("PCCL_STRIPE_LANES");
-    if (tx_width <= 1 || tx_width != rx_width || (e != NULL && strcmp(e, "0") == 0)) {
+    if (tx_width <= 1 || tx_width != rx_width || knob(&lanes_on) == 0) {
         rp->lanes = 1;
         return;
     }

@@ -35,6 +35,22 @@
  * docs/performance.md, "Lane groups (session 9)". */
 #define CCOIP_STRIPE_MIN_PER_LANE (1024u * 1024u)
 
+/* ... and at most this many lanes: a wider pool runs several ops at once on groups of this many
+ * streams. With 32 MiB ops on 4 peers (chunks of 8 MiB, so 1 MiB per lane even for pool 8), 8
+ * lanes per op read 0.81-0.96 x pool 1 (median 0.85) on the quiet 16-core host, two ops of 4
+ * lanes 0.96-1.11 (median 1.04), pool 4 0.99-1.13: the op waits on the slowest of more flows.
+ * docs/performance.md, "At most 4 lanes per op (session 10)". */
+#define CCOIP_STRIPE_MAX_LANES 4u
+
+/* ... and when other collectives of the group run beside it (COMMENCE's `running` > 1), at most
+ * this many and half the pool: several ops at once on few streams each carried more than one op
+ * over all of them (quiet 16-core host, 4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss, BBR, 16 MiB ops,
+ * 4 rounds, / pool 1: pool 2 one stream per op 1.23 against 1.00 over both; pool 4 two streams
+ * per op 1.18-1.23 against 1.03-1.05 over four, one stream 1.19; pool 8 two streams 1.19 against
+ * 1.07 over four). An op that runs alone still takes up to CCOIP_STRIPE_MAX_LANES, so that a
+ * path that caps each flow still gives it every flow's share. */
+#define CCOIP_STRIPE_SHARED_LANES 2u
+
 /* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,
  * "WAN: concurrent streams"): with 100 Mbit/s per flow on a 500 Mbit/s link, pool 4 carried 3.8 x
  * pool 1 (0.92 of 4 flows' cap); with the link as the only limit 0.98-1.0 x pool 1; cubic under
@@ -53,11 +69,13 @@ typedef struct ccoip_stripe_t {
 } ccoip_stripe_t;
 
 /* How many streams an op of `bytes` (count x element size) on `world` peers uses on a link of
- * `streams` streams: 1 when a stream would get less than CCOIP_STRIPE_MIN_PER_STREAM of each
- * chunk, else a group of streams / 2^i (CCOIP_STRIPE_MIN_PER_LANE; PCCL_STRIPE_LANE_MIN_KIB, the
- * same on every peer, overrides it). The k-th op on the link takes group k mod (streams / width)
+ * `streams` streams when `running` collectives of its group run (COMMENCE, this one included):
+ * 1 when a stream would get less than CCOIP_STRIPE_MIN_PER_STREAM of each chunk, else a group of
+ * streams / 2^i (CCOIP_STRIPE_MIN_PER_LANE, CCOIP_STRIPE_MAX_LANES, CCOIP_STRIPE_SHARED_LANES;
+ * PCCL_STRIPE_LANE_MIN_KIB, PCCL_STRIPE_MAX_LANES and PCCL_STRIPE_SHARED_LANES, the same on every
+ * peer, override them). The k-th op on the link takes group k mod (streams / width)
  * (ccoip_coll.c). The same on every peer for the same op and link. */
-uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams);
+uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams, uint32_t running);
 
 /* Initialises s over links[0 .. n-1] (1 <= n <= CCOIP_P2P_MAX_STREAMS) and returns the reduce
  * link that spreads over them; s must outlive the ring that uses it. */

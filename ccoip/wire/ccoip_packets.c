@@ -123,7 +123,8 @@ static const field_t collective_complete_fields[] = {U64(ccoip_collective_comple
                                                      U8R(ccoip_collective_complete_t, ok, 0, 1)};
 static const field_t collective_commence_fields[] = {
     U64(ccoip_collective_commence_t, tag), U8R(ccoip_collective_commence_t, status, 0, 3),
-    U32(ccoip_collective_commence_t, rank), U32(ccoip_collective_commence_t, world)};
+    U32(ccoip_collective_commence_t, rank), U32(ccoip_collective_commence_t, world),
+    U32(ccoip_collective_commence_t, running)};
 static const field_t collective_done_fields[] = {U64(ccoip_collective_done_t, tag),
                                                  U8R(ccoip_collective_done_t, status, 0, 3)};
 

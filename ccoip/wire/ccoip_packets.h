@@ -25,8 +25,11 @@
  *    its chunk on stream j mod width (ccoip_stripe.h), where earlier builds put the k-th frame on
  *    stream k mod width: the two differ unless every chunk has a multiple of width sub-chunks;
  *    and a striped op may take a group of the streams (ccoip_stripe_width, lane groups: session 9,
- *    still version 4, which no release carried before) */
-#define CCOIP_PROTOCOL_VERSION 4u
+ *    still version 4, which no release carried before)
+ * 5: COMMENCE says how many of the group's collectives run (`running`), and a striped op takes
+ *    at most CCOIP_STRIPE_MAX_LANES streams, CCOIP_STRIPE_SHARED_LANES when others run beside it
+ *    (ccoip_stripe.h), where version 4 took every stream of the pool */
+#define CCOIP_PROTOCOL_VERSION 5u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -257,6 +260,9 @@ typedef struct ccoip_collective_commence_t {
                        TIMEOUT when a member's watchdog gave up waiting for the others */
     uint32_t rank;  /* position in the group's ring */
     uint32_t world; /* members of the ring */
+    uint32_t running; /* the group's collectives commenced and not done, this one included (1: it
+                         runs alone), which decides how many pool streams it takes (ccoip_stripe.h);
+                         0 when not OK */
 } ccoip_collective_commence_t;
 
 typedef struct ccoip_collective_done_t {

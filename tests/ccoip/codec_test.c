@@ -310,9 +310,10 @@ static void test_collectives(void) {
     CHECK(ccoip_packet_name(CCOIP_PKT_C2M_COLLECTIVE_ABORT) != NULL);
     for (uint8_t st = CCOIP_RESULT_OK; st <= CCOIP_RESULT_TIMEOUT; st++) {
         p.type = CCOIP_PKT_M2C_COLLECTIVE_COMMENCE;
-        p.u.collective_commence = (ccoip_collective_commence_t){9, st, 2, 3};
+        p.u.collective_commence = (ccoip_collective_commence_t){9, st, 2, 3, 5};
         round_trip(&p, &b);
         CHECK(b.u.collective_commence.status == st && b.u.collective_commence.world == 3);
+        CHECK(b.u.collective_commence.running == 5);
         p.type = CCOIP_PKT_M2C_COLLECTIVE_DONE;
         p.u.collective_done = (ccoip_collective_done_t){9, st};
         round_trip(&p, &b);
@@ -321,10 +322,11 @@ static void test_collectives(void) {
     /* A status past TIMEOUT, a bool past 1, a trailing byte after the abort's tag. */
     uint8_t done[9] = {0, 0, 0, 0, 0, 0, 0, 9, 4};
     CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_DONE, done, 9) == CCOIP_ERR_INVALID);
-    uint8_t commence[17] = {0, 0, 0, 0, 0, 0, 0, 9, 4, 0, 0, 0, 0, 0, 0, 0, 1};
-    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 17) == CCOIP_ERR_INVALID);
+    uint8_t commence[21] = {0, 0, 0, 0, 0, 0, 0, 9, 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1};
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 21) == CCOIP_ERR_INVALID);
     commence[8] = CCOIP_RESULT_TIMEOUT;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 17) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 21) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 17) == CCOIP_ERR_TRUNCATED); /* version 4's */
     uint8_t complete[9] = {0, 0, 0, 0, 0, 0, 0, 9, 2};
     CHECK(decode_bytes(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, complete, 9) == CCOIP_ERR_INVALID);
     uint8_t abort_[9] = {0};

@@ -217,8 +217,49 @@ static void test_member_arrives_mid_collective(void) {
     CHECK_EQ_U64(got(2, CCOIP_PKT_M2C_COLLECTIVE_DONE), 0);
 }
 
+static void complete(int i, uint64_t tag) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
+    p.u.collective_complete = (ccoip_collective_complete_t){tag, 1};
+    feed(i, &p);
+}
+
+static uint32_t commence_running(int i) {
+    const ccoip_packet_t *p = last_of(i, CCOIP_PKT_M2C_COLLECTIVE_COMMENCE);
+    REQUIRE(p != NULL);
+    return p->u.collective_commence.running;
+}
+
+/* COMMENCE counts the group's collectives that run (commenced, not done), itself included: the
+ * same figure for every member, which decides the streams an op takes (ccoip_stripe.h). */
+static void test_running_count(void) {
+    reset(2);
+    init(0, 1);
+    init(1, 1);
+    for (int i = 0; i < 2; i++) CHECK_EQ_U64(commence_running(i), 1); /* alone */
+    init(0, 2);
+    init(1, 2);
+    for (int i = 0; i < 2; i++) CHECK_EQ_U64(commence_running(i), 2);
+    complete(0, 1); /* one member done with 1: it still runs for the group */
+    init(0, 3);
+    init(1, 3);
+    for (int i = 0; i < 2; i++) CHECK_EQ_U64(commence_running(i), 3);
+    complete(1, 1);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_COLLECTIVE_DONE), 1);
+    complete(0, 2), complete(1, 2), complete(0, 3), complete(1, 3);
+    init(1, 4);
+    init(0, 4);
+    for (int i = 0; i < 2; i++) CHECK_EQ_U64(commence_running(i), 1); /* all done: alone again */
+    ccoip_mstate_drop(&st, &clients[1], "killed"); /* refused: no count */
+    init(0, 5);
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_FAILED);
+    CHECK_EQ_U64(commence_running(0), 0);
+}
+
 int main(void) {
     test_whole_group();
+    test_running_count();
     test_member_arrives_mid_collective();
     test_broken_group_converges();
     test_pending_meets_update();

@@ -1,0 +1,97 @@
+/* stripe_width_test: how many streams a striped op takes (ccoip_stripe_width), alone and beside
+ * other running collectives, with the shipped rule and, in child processes, under the A/B knobs (read once per process, so each setting
+ * needs a process of its own). Both ends of every link must compute the same, so the exact
+ * figures are the wire's contract (protocol version 5).
+ * Usage: stripe_width_test [defaults | nolimits | max2] (no argument: all three, each in a child) */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ccoip/peer/ccoip_stripe.h"
+#include "tests/common/check.h"
+
+#define MIB (1024ull * 1024ull)
+
+static void check_defaults(void) {
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 1, 1), 1);       /* one stream */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 0, 4, 1), 1);       /* no world */
+    CHECK_EQ_U64(ccoip_stripe_width(1 * MIB, 2, 4, 1), 1);         /* 512 KiB chunks: under 4 x 512 KiB */
+    CHECK_EQ_U64(ccoip_stripe_width(8 * MIB, 4, 4, 1), 2);         /* 2 MiB chunks: 4 x 512 KiB, 2 lanes of 1 MiB */
+    CHECK_EQ_U64(ccoip_stripe_width(9 * MIB, 4, 4, 1), 2);         /* 2.25 MiB chunks */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 1), 4);        /* the default pool, all 4 */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 8, 1), 4);        /* lane minimum: groups of 4 */
+    CHECK_EQ_U64(ccoip_stripe_width(32 * MIB, 4, 8, 1), 4);        /* lane cap: 8 lanes of 1 MiB would do, 4 do */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 1), 4);      /* cap */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 6, 1), 3);       /* halved once: 6 -> 3 */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 5, 1), 5);       /* odd: cannot be halved into groups */
+    CHECK_EQ_U64(ccoip_stripe_width(4 * MIB - 1, 4, 8, 1), 1);     /* just under 8 x 512 KiB per chunk */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 0), 4);        /* 0 (never sent with OK): alone */
+    /* Others running beside it: at most CCOIP_STRIPE_SHARED_LANES and half the pool. */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 2), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 16), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 2, 2), 1);        /* pool 2: one stream each */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 8, 3), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 2), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 6, 2), 3);       /* 6 -> 3, odd */
+    CHECK_EQ_U64(ccoip_stripe_width(1 * MIB, 2, 4, 2), 1);         /* too small either way */
+}
+
+static void check_nolimits(void) { /* the three knobs 0: session 8's rule, every op over the pool */
+    CHECK_EQ_U64(ccoip_stripe_width(1 * MIB, 2, 4, 1), 1);         /* the per-stream minimum stays */
+    CHECK_EQ_U64(ccoip_stripe_width(9 * MIB, 4, 4, 1), 4);
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 8, 1), 8);
+    CHECK_EQ_U64(ccoip_stripe_width(32 * MIB, 4, 8, 1), 8);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 1), 16);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 4), 16);
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 2, 2), 2);
+}
+
+static void check_max2(void) { /* PCCL_STRIPE_MAX_LANES=2, PCCL_STRIPE_SHARED_LANES=1 */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 1), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(32 * MIB, 4, 8, 1), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(8 * MIB, 4, 4, 1), 2);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 6, 1), 3); /* 6 halves to 3, odd: stays over the cap */
+    CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 2), 1);
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 2), 1);
+}
+
+/* Runs this program again with `mode` and the environment set by the caller; true when it passed. */
+static bool run_child(const char *self, const char *mode) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, mode, (char *) NULL);
+        _exit(127);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : NULL;
+    if (mode == NULL) {
+        unsetenv("PCCL_STRIPE_LANE_MIN_KIB");
+        unsetenv("PCCL_STRIPE_MAX_LANES");
+        unsetenv("PCCL_STRIPE_SHARED_LANES");
+        CHECK(run_child(argv[0], "defaults"));
+        setenv("PCCL_STRIPE_LANE_MIN_KIB", "0", 1);
+        setenv("PCCL_STRIPE_MAX_LANES", "0", 1);
+        setenv("PCCL_STRIPE_SHARED_LANES", "0", 1);
+        CHECK(run_child(argv[0], "nolimits"));
+        unsetenv("PCCL_STRIPE_LANE_MIN_KIB");
+        setenv("PCCL_STRIPE_MAX_LANES", "2", 1);
+        setenv("PCCL_STRIPE_SHARED_LANES", "1", 1);
+        CHECK(run_child(argv[0], "max2"));
+    } else if (strcmp(mode, "defaults") == 0) {
+        check_defaults();
+    } else if (strcmp(mode, "nolimits") == 0) {
+        check_nolimits();
+    } else if (strcmp(mode, "max2") == 0) {
+        check_max2();
+    } else {
+        return 2;
+    }
+    printf("stripe_width_test %s: %d checks, %d failed\n", mode ? mode : "(all)", check_count, check_failures);
+    return check_failures ? 1 : 0;
+}
