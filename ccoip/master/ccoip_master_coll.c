@@ -46,8 +46,10 @@ static void commence(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
         ccoip_mclient_t *c = st->clients[i];
         if (!is_member(c, group)) continue;
         ccoip_mcoll_t *e = find(c, tag);
-        if (first == NULL) running += running_of(c); /* counted once: one member's view */
-        if (first == NULL) first = &e->desc;
+        if (first == NULL) {
+            first = &e->desc;
+            running += running_of(c); /* once: every member holds the same ones */
+        }
         agree = agree && same_desc(first, &e->desc);
         stale = stale || c->ring_stale;
         world++;

@@ -8,11 +8,13 @@
  * subsequence of frames, and each data link keeps matching them in order. Dealing by j rather
  * than by posting count makes every stream's frames depend only on earlier frames of the same
  * stream, for any shape, which is what lets the ring run one lane per stream
- * (ccoip_stripe_lanes). Every stream of the pool carries every large op: the flows ramp together
- * and stay warm, and a per-flow limit on the path caps each stream, not the op.
+ * (ccoip_stripe_lanes). A large op that runs alone takes up to 4 of the pool's streams, so a
+ * per-flow limit on the path caps each stream, not the op; ops that run beside others take
+ * fewer each and run at once on different groups (ccoip_stripe_width).
  *
- * Whether an op is striped is a function of its shape and the stream count of the link only
- * (ccoip_stripe_width), so the two ends of each link always agree. */
+ * Whether an op is striped, and over how many streams, is a function of its shape, the stream
+ * count of the link and its COMMENCE only (ccoip_stripe_width), so the two ends of each link
+ * always agree. */
 #ifndef CCOIP_STRIPE_H
 #define CCOIP_STRIPE_H
 
@@ -39,7 +41,7 @@
  * streams. With 32 MiB ops on 4 peers (chunks of 8 MiB, so 1 MiB per lane even for pool 8), 8
  * lanes per op read 0.81-0.96 x pool 1 (median 0.85) on the quiet 16-core host, two ops of 4
  * lanes 0.96-1.11 (median 1.04), pool 4 0.99-1.13: the op waits on the slowest of more flows.
- * docs/performance.md, "At most 4 lanes per op (session 10)". */
+ * docs/performance.md, "Concurrent ops on few streams each (session 10)". */
 #define CCOIP_STRIPE_MAX_LANES 4u
 
 /* ... and when other collectives of the group run beside it (COMMENCE's `running` > 1), at most
