@@ -28,17 +28,12 @@
 #include "ccoip/peer/ccoip_stripe.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
+#include "tests/common/clock.h"
 #include "tests/datalink/tcp_pair.h"
 
 #define MAXN 4
 #define MAXS 2
 #define NCOMBOS 60 /* 12 dtypes x 5 ops */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 typedef struct peer {
     ccoip_datalink_t *tx[MAXS], *rx[MAXS];

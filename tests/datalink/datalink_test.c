@@ -18,15 +18,10 @@
 #include "ccoip/peer/ccoip_datalink.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
+#include "tests/common/clock.h"
 #include "tests/datalink/tcp_pair.h"
 
 #define MAXN 8
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 typedef struct peer {
     reduce_ring_params_t params;

@@ -24,14 +24,9 @@
 #include "ccoip/net/ccoip_shmpipe.h"
 #include "reduce/reduce.h"
 #include "tests/common/check.h"
+#include "tests/common/clock.h"
 
 #define RING (64u << 10)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 static uint8_t pattern(uint64_t i) { return (uint8_t) (i * 131 + (i >> 11) + 7); }
 

@@ -3,10 +3,10 @@
 #define PCCL_TESTS_REDUCE_HARNESS_H
 
 #include <pthread.h>
-#include <time.h>
 
 #include "reduce/reduce.h"
 #include "reduce/reduce_memlink.h"
+#include "tests/common/clock.h"
 
 typedef struct peer_run {
     reduce_ring_params_t params;
@@ -21,12 +21,6 @@ typedef struct peer_run {
     double t_start, t_end;     /* monotonic seconds around the call */
     pthread_t th;
 } peer_run_t;
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
 
 static inline void *peer_main(void *arg) {
     peer_run_t *r = arg;
