@@ -115,4 +115,16 @@ static inline int ad_stop(ad_t *a) {
     return leaks;
 }
 
+/* The blocks peer i's caching allocator obtained from the system; -1 when the peer did not say.
+ * 0 is a real answer: a peer whose rings all combined out of shared memory from their first op
+ * on needed no staging block at all. */
+static inline long ad_cache_blocks(ad_t *a, int i) {
+    char line[128];
+    long n = -1;
+    if (!h_send(&a->peers[i], "cache") || !ad_read(&a->peers[i], "cache", line, sizeof line, 60000) ||
+        sscanf(line, "cache %ld", &n) != 1)
+        return -1;
+    return n;
+}
+
 #endif /* ASYNC_DRIVER_H */
