@@ -3,7 +3,8 @@
 # into OUT (default build/win): bin/pccl-master.exe, lib/pccl.dll with its import library
 # lib/libpccl.dll.a, the static lib/libpccl.a, include/, and the test clients in tests/.
 # The sources are the library's as the BUILD files list them (bazel query), with each platform
-# family (X_linux.c, X_darwin.c, X_posix.c, X_win32.c) reduced to its X_win32.c; CUDA stays off.
+# family (X_linux.c, X_darwin.c, X_posix.c, X_win32.c) reduced to its X_win32.c, or to X_none.c
+# (the body for platforms without the feature) where there is no X_win32.c; CUDA stays off.
 # libuv and libsodium come from tools/win_libuv.sh and tools/win_libsodium.sh (Debian's source
 # packages, built once into .cache/; offline afterwards). The AEAD is libsodium's on Windows
 # (ccoip/wire/ccoip_aead_win32.c): there is no OpenSSL for mingw here.
@@ -25,8 +26,10 @@ for f in $all; do
     */cuda_table_cuda.c) continue ;;                 # the CUDA flavour: not on Windows
     *_linux.c | *_darwin.c | *_posix.c)
         w=$(echo "$f" | sed 's/_[a-z]*\.c$/_win32.c/')
-        echo "$all" | grep -qx "$w" || { echo "win_build: $f has no Windows body ($w)" >&2; exit 1; }
+        echo "$all" | grep -qx -e "$w" -e "${w%_win32.c}_none.c" ||
+            { echo "win_build: $f has no Windows body ($w or ${w%_win32.c}_none.c)" >&2; exit 1; }
         continue ;;
+    *_none.c) echo "$all" | grep -qx "${f%_none.c}_win32.c" && continue ;; # Windows has its own
     esac
     srcs="$srcs $f"
 done

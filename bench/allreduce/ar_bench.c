@@ -9,7 +9,8 @@
  *     all-reduce after it, from the command to the last peer's answer
  * options: --peers N  --sizes MIB,MIB,..  --warmup W  --iters K  --pool P (0, the default: the
  *          library's default pool, what a user gets)  --quant
- *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops)
+ *          --parts P --inflight K  (pcclAllReduceMultipleWithRetry: each size cut into P ops; P
+ *          "gpt2": a GPT-2-124M-shaped model's 148 tensors, --sizes 474.7001953125, ar_bench_peer.c)
  *          --netns NS0,NS1,..  (peer i runs in namespace i, the master in NS0)  --ip A.B.C.  (peer
  *          i's address is A.B.C.(i+1); default: everything on 127.0.0.1)  --trials T --mib M
  * Failure latency: SIGKILL of a random peer at a random moment inside a float32 all-reduce of M
@@ -31,6 +32,7 @@ static struct {
     const char *master_bin, *peer_bin, *ip;
     char *netns[MAXP];
     int nnetns, peers, warmup, iters, pool, quant, trials, parts, inflight;
+    const char *cut; /* --parts as given: a number, or a model's name */
     double sizes[16], mib;
     int nsizes;
 } o = {.peers = 2, .warmup = 1, .iters = 5, .pool = 0, .trials = 20, .mib = 16};
@@ -159,7 +161,7 @@ static int busbw(void) {
         size_t count = (size_t) (o.sizes[s] * 1048576.0 / 4.0);
         char cmd[128], line[256];
         if (o.parts > 0)
-            snprintf(cmd, sizeof cmd, "multi %llu %zu %d %d %d %d", next_tag, count, o.parts, o.inflight, o.warmup,
+            snprintf(cmd, sizeof cmd, "multi %llu %zu %s %d %d %d", next_tag, count, o.cut, o.inflight, o.warmup,
                      o.iters);
         else
             snprintf(cmd, sizeof cmd, "bench %llu %zu %d %d %d", next_tag, count, o.warmup, o.iters, o.quant);
@@ -287,7 +289,10 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--iters") == 0) o.iters = atoi(v);
         else if (strcmp(a, "--pool") == 0) o.pool = atoi(v);
         else if (strcmp(a, "--trials") == 0) o.trials = atoi(v);
-        else if (strcmp(a, "--parts") == 0) o.parts = atoi(v);
+        else if (strcmp(a, "--parts") == 0) {
+            o.cut = v;
+            o.parts = strcmp(v, "gpt2") == 0 ? 148 : atoi(v); /* tags used per call: the model's tensors */
+        }
         else if (strcmp(a, "--inflight") == 0) o.inflight = atoi(v);
         else if (strcmp(a, "--mib") == 0) o.mib = atof(v);
         else if (strcmp(a, "--ip") == 0) o.ip = v;

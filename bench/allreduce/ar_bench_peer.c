@@ -13,7 +13,11 @@
  *                              CLOCK_MONOTONIC at its return (failure-latency runs)
  *   multi TAG COUNT PARTS INFLIGHT WARMUP ITERS
  *                           -> "bench RESULT MEDIAN_US MIN_US CPU_US SLEEPS"  the same buffers cut into PARTS
- *                              all-reduces, pcclAllReduceMultipleWithRetry with INFLIGHT at once
+ *                              all-reduces, pcclAllReduceMultipleWithRetry with INFLIGHT at once;
+ *                              PARTS "gpt2": the gradient of a GPT-2-124M-shaped model (148 float32
+ *                              tensors: wte 50257x768, wpe 1024x768, 12 blocks of ln_1 w/b, c_attn
+ *                              w/b, attn c_proj w/b, ln_2 w/b, c_fc w/b, mlp c_proj w/b, then ln_f
+ *                              w/b; COUNT must be their 124,439,808 elements, 474.7001953125 MiB)
  *   quit                    -> "bye" */
 #include <stdbool.h>
 #include <stdint.h>
@@ -90,6 +94,31 @@ static pcclResult_t one(pcclComm_t *comm, float *send, float *recv, size_t count
     return pcclAllReduce(send, recv, &d, comm, NULL);
 }
 
+#define MAX_PARTS 1024
+
+/* Cuts count elements into the parts that `how` names (a number, or "gpt2": the model's tensors,
+ * whose sizes must add up to count); returns how many, 0 when they cannot. */
+static int cut(const char *how, size_t count, size_t *part) {
+    int n = 0;
+    if (strcmp(how, "gpt2") == 0) {
+        const size_t block[12] = {768, 768, 768u * 2304u, 2304, 768u * 768u, 768, 768, 768, 768u * 3072u, 3072,
+                                  3072u * 768u, 768};
+        part[n++] = 50257u * 768u;
+        part[n++] = 1024u * 768u;
+        for (int b = 0; b < 12; b++)
+            for (int i = 0; i < 12; i++) part[n++] = block[i];
+        part[n++] = 768;
+        part[n++] = 768;
+        size_t total = 0;
+        for (int k = 0; k < n; k++) total += part[k];
+        return total == count ? n : 0;
+    }
+    n = atoi(how);
+    if (n <= 0 || n > MAX_PARTS) return 0;
+    for (int k = 0; k < n; k++) part[k] = count * (size_t) (k + 1) / (size_t) n - count * (size_t) k / (size_t) n;
+    return n;
+}
+
 static float *buffer(size_t count) {
     float *p = malloc(count * sizeof *p);
     if (p == NULL) {
@@ -117,6 +146,8 @@ int main(int argc, char **argv) {
         size_t count;
         int warmup, iters, quant = 0, parts, inflight;
         unsigned long long tag;
+        char how[16];
+        static size_t part[MAX_PARTS];
         if (strcmp(line, "connect") == 0) {
             printf("connect %d\n", (int) pcclConnect(comm));
         } else if (strcmp(line, "update") == 0) {
@@ -139,22 +170,23 @@ int main(int argc, char **argv) {
             report(r, t, c, w, done);
             free(send);
             free(recv);
-        } else if (sscanf(line, "multi %llu %zu %d %d %d %d", &tag, &count, &parts, &inflight, &warmup, &iters) == 6 &&
-                   parts > 0 && parts <= 1024 && iters > 0 && iters <= 1000) {
+        } else if (sscanf(line, "multi %llu %zu %15s %d %d %d", &tag, &count, how, &inflight, &warmup, &iters) == 6 &&
+                   (parts = cut(how, count, part)) > 0 && iters > 0 && iters <= 1000) {
             float *send = buffer(count), *recv = buffer(count);
             pcclReduceOpDescriptor_t *descs = calloc((size_t) parts, sizeof *descs);
             uint64_t t[1000], c[1000], w[1000];
             int done = 0;
             pcclResult_t r = pcclSuccess;
             for (int it = 0; it < warmup + iters && r == pcclSuccess; it++) {
+                size_t lo = 0;
                 for (int k = 0; k < parts; k++) {
-                    size_t lo = count * (size_t) k / (size_t) parts, hi = count * (size_t) (k + 1) / (size_t) parts;
                     descs[k].sendbuf = send + lo;
                     descs[k].recvbuf = recv + lo;
-                    descs[k].descriptor.count = hi - lo;
+                    descs[k].descriptor.count = part[k];
                     descs[k].descriptor.op = pcclSum;
                     descs[k].descriptor.tag = tag++;
                     descs[k].descriptor.src_descriptor.datatype = pcclFloat;
+                    lo += part[k];
                 }
                 uint64_t w0 = sleeps(), c0 = cpu_us(), t0 = now_us();
                 r = pcclAllReduceMultipleWithRetry(descs, (size_t) parts, comm, NULL, inflight);

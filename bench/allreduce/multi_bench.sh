@@ -1,6 +1,6 @@
 #!/bin/sh
 # multi_bench.sh (issue 18): pcclAllReduceMultipleWithRetry over a GPT-2-124M-shaped model (148
-# float32 tensors, 474.7 MiB; gpt2_bench_peer) against one pcclAllReduce of the same bytes, same
+# float32 tensors, 474.7 MiB; ar_bench_peer's "gpt2" cut) against one pcclAllReduce of the same bytes, same
 # run, interleaved rounds (MULTI_ROUNDS, default 3; the row is the median of the rounds' medians):
 #   - loopback, 2 peers;
 #   - 2 hosts in network namespaces at 1 Gbit/s (tbf, netns_lib.sh; needs root, else skipped).
@@ -10,12 +10,12 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
 [ -d "$rf" ] || rf=$here/../..
-master=$rf/ccoip/master/pccl-master peer=$rf/bench/allreduce/gpt2_bench_peer drv=$rf/bench/allreduce/ar_bench
+master=$rf/ccoip/master/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$rf/bench/allreduce/ar_bench
 TCP_BENCH=$rf/bench/allreduce/tcp_bench
 . "$rf/bench/allreduce/netns_lib.sh"
 tmp=$(mktemp -d)
 trap 'ns_cleanup; rm -rf "$tmp"' EXIT INT TERM
-mib=474.703125 rounds=${MULTI_ROUNDS:-3} pool=${MULTI_POOL:-4} inflight=${MULTI_INFLIGHT:-8}
+mib=474.7001953125 rounds=${MULTI_ROUNDS:-3} pool=${MULTI_POOL:-4} inflight=${MULTI_INFLIGHT:-8}
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 bus() { awk -v n="$1" -v m=$mib -v us="$2" 'BEGIN { printf "%.2f", 2*(n-1)/n*m*1048576/(us*1e-6)/1e6 }'; }
 
@@ -29,7 +29,7 @@ run() {
         "$drv" "$master" "$peer" busbw --peers "$n" --sizes $mib --pool "$pool" --warmup 1 --iters "$iters" "$@" |
             awk '$1=="busbw" {print $3}' >> "$tmp/big"
         "$drv" "$master" "$peer" busbw --peers "$n" --sizes $mib --pool "$pool" --warmup 1 --iters "$iters" \
-            --parts 148 --inflight "$inflight" "$@" | awk '$1=="busbw" {print $3}' >> "$tmp/multi"
+            --parts gpt2 --inflight "$inflight" "$@" | awk '$1=="busbw" {print $3}' >> "$tmp/multi"
         r=$((r + 1))
     done
     b=$(median < "$tmp/big") m=$(median < "$tmp/multi")

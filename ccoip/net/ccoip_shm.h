@@ -4,7 +4,7 @@
  * other process of this user, and its name is removed as soon as that process has it open: from
  * then on only the two mappings keep it alive, and the kernel frees it when both are gone (also
  * when a process dies). One body per platform: ccoip_shm_linux.c (POSIX shm_open over /dev/shm);
- * ccoip_shm_posix.c and ccoip_shm_win32.c say "unsupported" (no wait/wake across processes there,
+ * ccoip_shm_none.c, on macOS and Windows, says "unsupported" (no wait/wake across processes there,
  * threadpark_shared.h), so every link stays on TCP. */
 #ifndef CCOIP_SHM_H
 #define CCOIP_SHM_H

@@ -5,7 +5,8 @@
 # netinet/tcp.h that take away (#pragma GCC poison) what glibc declares and macOS lacks
 # (pthread_condattr_setclock, SOCK_CLOEXEC, TCP_CONGESTION) and declare what only Apple's headers
 # have (pthread_cond_timedwait_relative_np, SO_NOSIGPIPE). It type-checks every library source as
-# the macOS build picks them (the *_darwin.c member of a platform family, else the *_posix.c one;
+# the macOS build picks them (the *_darwin.c member of a platform family, else the *_posix.c one,
+# else *_none.c, the body for platforms without the feature;
 # never *_linux.c or *_win32.c), plus threadpark_posix.c, which Bazel builds on every platform
 # (//threadpark:threadpark_fallback), with -Wall -Wextra -Werror: Apple's clang warnings such as
 # -Wfor-loop-analysis, the __APPLE__ branches and the darwin files compile. What it cannot see:
@@ -24,6 +25,7 @@ for f in ccoip/*/*.c reduce/*.c log/*.c hash/*.c threadpark/*.c cuda/*.c profile
     case $f in
     *_linux.c | *_win32.c | */cuda_table_cuda.c) continue ;;
     *_posix.c) [ -f "${f%_posix.c}_darwin.c" ] && continue ;;
+    *_none.c) [ -f "${f%_none.c}_darwin.c" ] || [ -f "${f%_none.c}_posix.c" ] && continue ;;
     esac
     files="$files $f"
 done

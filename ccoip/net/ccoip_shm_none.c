@@ -1,5 +1,5 @@
-/* ccoip_shm_posix.c: no shared-memory links off Linux (no wait/wake across processes there,
- * threadpark_shared.h): every call says no, and the links stay on TCP. */
+/* ccoip_shm_none.c: no shared-memory links off Linux (macOS and Windows: no wait/wake across
+ * processes there, threadpark_shared.h): every call says no, and the links stay on TCP. */
 #include "ccoip/net/ccoip_shm.h"
 
 #include <string.h>
