@@ -35,6 +35,7 @@ run() {
     b=$(median < "$tmp/big") m=$(median < "$tmp/multi")
     if [ -z "$b" ] || [ -z "$m" ]; then
         echo "multi_bench: $name: a run failed" >&2
+        failed=1 # make bench names this benchmark as failed
         return
     fi
     echo "multi_bench: $name: one op $(tr '\n' ' ' < "$tmp/big")us, multi $(tr '\n' ' ' < "$tmp/multi")us" >&2
@@ -42,6 +43,7 @@ run() {
     echo "allreduce_multi/${name}_gpt2_148_tensors_pool${pool}_busbw_vs_one_op,$mb,MB/s,$bb,$(awk -v a="$mb" -v b="$bb" 'BEGIN { printf "%.3f", a/b }')"
 }
 
+failed=0
 run lo_n2 2 5
 if [ "$(id -u)" = 0 ] && ns_setup 2 1000; then
     run tbf1000_n2 2 2 --netns "$(ns_list 2)" --ip 10.77.0.
@@ -50,3 +52,4 @@ else
     ns_cleanup
     echo "multi_bench: SKIPPED the shaped run: cannot create network namespaces (needs root)" >&2
 fi
+exit $failed
