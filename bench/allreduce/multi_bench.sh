@@ -3,7 +3,9 @@
 # float32 tensors, 474.7 MiB; ar_bench_peer's "gpt2" cut) against one pcclAllReduce of the same bytes, same
 # run, interleaved rounds (MULTI_ROUNDS, default 3; the row is the median of the rounds' medians):
 #   - loopback, 2 peers;
-#   - 2 hosts in network namespaces at 1 Gbit/s (tbf, netns_lib.sh; needs root, else skipped).
+#   - 2 hosts in network namespaces at 1 Gbit/s (tbf, netns_lib.sh; needs root, else skipped);
+#   - 2 hosts at 500 Mbit/s with 100 Mbit/s per TCP flow (ns_flowcap), where an op's speed is
+#     the number of streams it keeps busy: every stream of the pool must carry its share.
 # Bus bandwidth = 2(N-1)/N x bytes / time. MULTI_POOL: the pool size (default 4), MULTI_INFLIGHT:
 # max_in_flight (default 8). CSV rows on stdout.
 set -u
@@ -48,8 +50,14 @@ run lo_n2 2 5
 if [ "$(id -u)" = 0 ] && ns_setup 2 1000; then
     run tbf1000_n2 2 2 --netns "$(ns_list 2)" --ip 10.77.0.
     ns_cleanup
+    if ns_setup 2 500 && ns_flowcap 100 2>/dev/null; then
+        run flowcap100_n2 2 2 --netns "$(ns_list 2)" --ip 10.77.0.
+    else
+        echo "multi_bench: SKIPPED the per-flow capped run: ns_flowcap failed" >&2
+    fi
+    ns_cleanup
 else
     ns_cleanup
-    echo "multi_bench: SKIPPED the shaped run: cannot create network namespaces (needs root)" >&2
+    echo "multi_bench: SKIPPED the shaped runs: cannot create network namespaces (needs root)" >&2
 fi
 exit $failed

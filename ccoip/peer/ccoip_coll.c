@@ -6,8 +6,8 @@
  *      same description. The master-link thread routes COMMENCE / DONE / ABORT of tag T to the op
  *      of tag T and wakes it on its own threadpark word.
  *   2. The ring (reduce/) over the connection pool. The streams are fixed when COMMENCE
- *      arrives: a large op is striped over every stream of each link (ccoip_stripe.h), another
- *      takes stream k mod (pool size) for the k-th successful COMMENCE since the topology round.
+ *      arrives: a large op is striped over a group of each link's streams (ccoip_stripe.h),
+ *      another takes one stream; each takes the streams handed the least work so far in the round.
  *      COMMENCEs reach every member in the master's order, so every peer picks the same streams
  *      for an op and queues the ops of a stream in the same order. The ops of one stream run
  *      one at a time in that order: a socket never carries frames of an op whose receive side is
@@ -83,23 +83,31 @@ void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
     bump(&c->turns); /* ops waiting for their stream turn look at their flag */
 }
 
+/* Takes `w` streams of stream[0 .. n-1] for an op of `bytes` (ccoip_stripe_take, charging
+ * load[]): returns the first; turn[i] gets the op's place in stream i's queue. */
+static uint32_t take_streams(ccoip_stream_t *stream, uint64_t *load, uint32_t n, uint32_t w, uint64_t bytes,
+                             uint64_t *turn) {
+    if (n == 0) return 0;
+    uint32_t first = ccoip_stripe_take(load, n, w, bytes);
+    for (uint32_t i = first; i < first + w; i++) turn[i] = stream[i].next_turn++;
+    return first;
+}
+
 /* The streams and the places in their queues of an op that may start (COMMENCE ok, in the
  * master's order, the same on every peer). A large op takes a group of w streams of a link
  * (striped, ccoip_stripe_width: all of them or a fraction, fewer when others run beside it),
- * group k mod (pool / w) for the k-th COMMENCE since the topology round; another takes stream
- * k mod pool. Each link's two ends count the same streams and read the same COMMENCE, so they
- * decide alike. */
+ * another one stream; each takes the group that has been handed the least work since the
+ * topology round (not the k-th group for the k-th op: with ops of unequal sizes and widths that
+ * left streams idle while others had a queue). Each link's two ends count the same streams,
+ * read the same COMMENCEs in the same order and charge the same loads, so they decide alike. */
 static void assign_streams(pcclComm_t *comm, ccoip_op_t *op, uint32_t world, uint32_t running) {
     ccoip_colls_t *c = &comm->colls;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
-    uint64_t k = c->commences++;
     uint64_t bytes = (uint64_t) op->desc.count * reduce_dtype_size(op->desc.src_descriptor.datatype);
     op->tx_width = ccoip_stripe_width(bytes, world, l->ntx, running);
     op->rx_width = ccoip_stripe_width(bytes, world, l->nrx, running);
-    op->tx_first = l->ntx == 0 ? 0 : (uint32_t) (k % (l->ntx / op->tx_width)) * op->tx_width;
-    op->rx_first = l->nrx == 0 ? 0 : (uint32_t) (k % (l->nrx / op->rx_width)) * op->rx_width;
-    for (uint32_t i = 0; i < op->tx_width; i++) op->tx_turn[op->tx_first + i] = c->tx[op->tx_first + i].next_turn++;
-    for (uint32_t i = 0; i < op->rx_width; i++) op->rx_turn[op->rx_first + i] = c->rx[op->rx_first + i].next_turn++;
+    op->tx_first = take_streams(c->tx, c->tx_load, l->ntx, op->tx_width, bytes, op->tx_turn);
+    op->rx_first = take_streams(c->rx, c->rx_load, l->nrx, op->rx_width, bytes, op->rx_turn);
 }
 
 bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
@@ -148,8 +156,9 @@ void ccoip_data_close(pcclComm_t *comm) {
         memset(&c->tx[i], 0, sizeof c->tx[i]);
         memset(&c->rx[i], 0, sizeof c->rx[i]);
     }
+    memset(c->tx_load, 0, sizeof c->tx_load);
+    memset(c->rx_load, 0, sizeof c->rx_load);
     c->made = c->retired = false;
-    c->commences = 0;
     pthread_mutex_unlock(&c->lock);
 }
 

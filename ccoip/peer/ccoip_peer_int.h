@@ -88,11 +88,10 @@ typedef struct ccoip_colls_t {
     pthread_t workers[CCOIP_MAX_OPS];
     uint32_t nworkers, nasync; /* nasync: async ops queued or running */
     bool stop;
-    /* Streams of the current topology round: made on first use, retired after a failure;
-     * `commences` counts the successful COMMENCEs since the round (it picks the streams). */
-    uint64_t commences;
+    /* Streams of the current topology round: made on first use, retired after a failure. */
     bool made, retired;
     ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
+    uint64_t tx_load[CCOIP_MAX_STREAMS], rx_load[CCOIP_MAX_STREAMS]; /* ccoip_stripe_take's charges */
     _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
     _Atomic uint32_t timeout_ms; /* the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS) */
 } ccoip_colls_t;

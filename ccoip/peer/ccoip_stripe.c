@@ -51,6 +51,20 @@ uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams, ui
     return w;
 }
 
+uint32_t ccoip_stripe_take(uint64_t *load, uint32_t streams, uint32_t width, uint64_t bytes) {
+    if (width == 0 || width > streams) width = streams;
+    uint32_t best = 0;
+    uint64_t best_load = UINT64_MAX;
+    for (uint32_t g = 0; g + width <= streams; g += width) {
+        uint64_t most = 0;
+        for (uint32_t i = g; i < g + width; i++)
+            if (load[i] > most) most = load[i];
+        if (most < best_load) best_load = most, best = g;
+    }
+    for (uint32_t i = best; i < best + width; i++) load[i] += bytes / width + CCOIP_STRIPE_OP_LOAD;
+    return best;
+}
+
 uint32_t ccoip_stripe_window(uint32_t width) {
     /* PCCL_STRIPE_WINDOW: for experiments; local (the frames' order does not depend on it). */
     long e = knob(&window);

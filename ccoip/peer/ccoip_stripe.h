@@ -75,9 +75,21 @@ typedef struct ccoip_stripe_t {
  * 1 when a stream would get less than CCOIP_STRIPE_MIN_PER_STREAM of each chunk, else a group of
  * streams / 2^i (CCOIP_STRIPE_MIN_PER_LANE, CCOIP_STRIPE_MAX_LANES, CCOIP_STRIPE_SHARED_LANES;
  * PCCL_STRIPE_LANE_MIN_KIB, PCCL_STRIPE_MAX_LANES and PCCL_STRIPE_SHARED_LANES, the same on every
- * peer, override them). The k-th op on the link takes group k mod (streams / width)
- * (ccoip_coll.c). The same on every peer for the same op and link. */
+ * peer, override them). The op takes the group of that width handed the least work so far
+ * (ccoip_coll.c, assign_streams). The same on every peer for the same op and link. */
 uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams, uint32_t running);
+
+/* Work a stream is charged for one op beyond its share of the bytes: the op's start and end
+ * (fill, drain, hand-off), so that a run of tiny ops spreads over the streams too. */
+#define CCOIP_STRIPE_OP_LOAD (1024u * 1024u)
+
+/* Which `width` streams of a link's `streams` an op of `bytes` takes: the aligned group (first
+ * a multiple of width) whose busiest stream has been charged the least, the lowest on a tie;
+ * charges each of them bytes / width + CCOIP_STRIPE_OP_LOAD in load[0 .. streams-1] (zero at
+ * each topology round) and returns the first. A stream runs its ops one after another, so that
+ * group is the one that comes free first when the streams move alike; equal ops take the groups
+ * in turn. Both ends of a link charge the same ops in the same (COMMENCE) order, so they agree. */
+uint32_t ccoip_stripe_take(uint64_t *load, uint32_t streams, uint32_t width, uint64_t bytes);
 
 /* Initialises s over links[0 .. n-1] (1 <= n <= CCOIP_P2P_MAX_STREAMS) and returns the reduce
  * link that spreads over them; s must outlive the ring that uses it. */

@@ -28,8 +28,10 @@
  *    still version 4, which no release carried before)
  * 5: COMMENCE says how many of the group's collectives run (`running`), and a striped op takes
  *    at most CCOIP_STRIPE_MAX_LANES streams, CCOIP_STRIPE_SHARED_LANES when others run beside it
- *    (ccoip_stripe.h), where version 4 took every stream of the pool */
-#define CCOIP_PROTOCOL_VERSION 5u
+ *    (ccoip_stripe.h), where version 4 took every stream of the pool
+ * 6: an op takes the streams (a group, or one) handed the least work since the topology round
+ *    (ccoip_coll.c, assign_streams), where version 5 gave the k-th op group k mod groups */
+#define CCOIP_PROTOCOL_VERSION 6u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and

@@ -1,7 +1,8 @@
 /* stripe_width_test: how many streams a striped op takes (ccoip_stripe_width), alone and beside
  * other running collectives, with the shipped rule and, in child processes, under the A/B knobs (read once per process, so each setting
  * needs a process of its own). Both ends of every link must compute the same, so the exact
- * figures are the wire's contract (protocol version 5).
+ * figures are the wire's contract (protocol version 5); so are the streams it takes
+ * (ccoip_stripe_take, version 6).
  * Usage: stripe_width_test [defaults | nolimits | max2] (no argument: all three, each in a child) */
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,6 +58,45 @@ static void check_max2(void) { /* PCCL_STRIPE_MAX_LANES=2, PCCL_STRIPE_SHARED_LA
     CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 2), 1);
 }
 
+/* Which streams an op takes (ccoip_stripe_take): the least-charged aligned group, the lowest on
+ * a tie; both ends of a link run the same sequence, so these figures are the wire's contract too
+ * (protocol version 6). */
+static void check_take(void) {
+    uint64_t load[8] = {0};
+    /* Equal ops take the groups in turn, as version 5's k-th group for the k-th op did. */
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 8 * MIB), 0);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 8 * MIB), 2);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 8 * MIB), 0);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 8 * MIB), 2);
+    CHECK_EQ_U64(load[0], 2 * (4 * MIB + CCOIP_STRIPE_OP_LOAD));
+    CHECK_EQ_U64(load[3], 2 * (4 * MIB + CCOIP_STRIPE_OP_LOAD));
+    memset(load, 0, sizeof load);
+    for (uint32_t k = 0; k < 9; k++) CHECK_EQ_U64(ccoip_stripe_take(load, 4, 1, 0), k % 4); /* tiny ops spread */
+    /* Unequal ops (a model's tensors, beside each other): a group goes to the streams free
+     * first; version 5 put the third op on group 0 behind the first and left stream 3 idle. */
+    memset(load, 0, sizeof load);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 18 * MIB), 0); /* streams 0, 1: 10 MiB each */
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 1, 2 * MIB), 2);  /* stream 2: 3 MiB */
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 18 * MIB), 2); /* busiest of 2, 3: 3 MiB < 10 */
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 1, 2 * MIB), 0);  /* 0, 1 and 3 tie at 10 MiB: the lowest */
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 1, 2 * MIB), 1);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 4, 2, 2 * MIB), 0);  /* 13 MiB against 13 MiB: the lowest */
+    CHECK_EQ_U64(load[0], 15 * MIB);
+    CHECK_EQ_U64(load[2], 13 * MIB);
+    /* An op over the whole pool, then one over a group of a pool of 8. */
+    memset(load, 0, sizeof load);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 8, 8, 64 * MIB), 0);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 8, 4, 4 * MIB), 0);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 8, 4, 4 * MIB), 4);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 8, 1, 1 * MIB), 0);
+    /* Widths outside 1 .. streams are the whole link (never asked for: ccoip_stripe_width). */
+    memset(load, 0, sizeof load);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 3, 0, 3 * MIB), 0);
+    CHECK_EQ_U64(load[2], 2 * MIB);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 3, 5, 3 * MIB), 0);
+    CHECK_EQ_U64(ccoip_stripe_take(load, 1, 1, 3 * MIB), 0);
+}
+
 /* Runs this program again with `mode` and the environment set by the caller; true when it passed. */
 static bool run_child(const char *self, const char *mode) {
     pid_t pid = fork();
@@ -71,6 +111,7 @@ static bool run_child(const char *self, const char *mode) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : NULL;
     if (mode == NULL) {
+        check_take();
         unsetenv("PCCL_STRIPE_LANE_MIN_KIB");
         unsetenv("PCCL_STRIPE_MAX_LANES");
         unsetenv("PCCL_STRIPE_SHARED_LANES");
