@@ -34,7 +34,7 @@ uint32_t ccoip_stripe_width(uint64_t bytes, uint32_t world, uint32_t streams, ui
     uint64_t chunk = bytes / world;
     if (chunk < (uint64_t) streams * CCOIP_STRIPE_MIN_PER_STREAM) return 1;
     /* Halve the width while a lane would get less than CCOIP_STRIPE_MIN_PER_LANE of each chunk,
-     * or while the op would have more lanes than it may: CCOIP_STRIPE_MAX_LANES alone, and with
+     * or while the op would have more lanes than it may: CCOIP_STRIPE_MAX_LANES alone (0: any), and with
      * others running beside it CCOIP_STRIPE_SHARED_LANES and half the pool, so that they run at
      * once on other groups. PCCL_STRIPE_LANE_MIN_KIB, PCCL_STRIPE_MAX_LANES and
      * PCCL_STRIPE_SHARED_LANES override them for A/B runs (0: no limit); every peer must set the

@@ -8,13 +8,13 @@
  * subsequence of frames, and each data link keeps matching them in order. Dealing by j rather
  * than by posting count makes every stream's frames depend only on earlier frames of the same
  * stream, for any shape, which is what lets the ring run one lane per stream
- * (ccoip_stripe_lanes). A large op that runs alone takes up to 4 of the pool's streams, so a
+ * (ccoip_stripe_lanes). A large op that runs alone takes every stream it may, so a
  * per-flow limit on the path caps each stream, not the op; ops that run beside others take
  * fewer each and run at once on different groups (ccoip_stripe_width).
  *
  * Whether an op is striped, and over how many streams, is a function of its shape, the stream
- * count of the link and its COMMENCE only (ccoip_stripe_width), so the two ends of each link
- * always agree. */
+ * count of the link and its COMMENCE only (ccoip_stripe_width), and which streams of the
+ * COMMENCEs so far (ccoip_stripe_take), so the two ends of each link always agree. */
 #ifndef CCOIP_STRIPE_H
 #define CCOIP_STRIPE_H
 
@@ -37,20 +37,22 @@
  * docs/performance.md, "Lane groups (session 9)". */
 #define CCOIP_STRIPE_MIN_PER_LANE (1024u * 1024u)
 
-/* ... and at most this many lanes: a wider pool runs several ops at once on groups of this many
- * streams. With 32 MiB ops on 4 peers (chunks of 8 MiB, so 1 MiB per lane even for pool 8), 8
- * lanes per op read 0.81-0.96 x pool 1 (median 0.85) on the quiet 16-core host, two ops of 4
- * lanes 0.96-1.11 (median 1.04), pool 4 0.99-1.13: the op waits on the slowest of more flows.
- * docs/performance.md, "Concurrent ops on few streams each (session 10)". */
-#define CCOIP_STRIPE_MAX_LANES 4u
+/* ... and at most this many lanes when it runs alone (0: no cap, the default since session 11).
+ * Session 10 capped it at 4: with 32 MiB ops in flight together on 4 peers, 8 lanes per op read
+ * 0.85 x pool 1 and two ops of 4 lanes 1.04; ops beside others now take CCOIP_STRIPE_SHARED_LANES
+ * instead. Alone, 8 lanes cost nothing on the lossy path (quiet 16-core host, 4 hosts, 500
+ * Mbit/s, 25 ms, 0.1 % loss, one 64 MiB op at a time: 48.0 MB/s against 47.0 over 4) and carry
+ * 0.93 x min(8 x cap, link) where each flow is capped (4 lanes: 0.80). docs/performance.md,
+ * "Many tensors: streams by load (session 11)". */
+#define CCOIP_STRIPE_MAX_LANES 0u
 
 /* ... and when other collectives of the group run beside it (COMMENCE's `running` > 1), at most
  * this many and half the pool: several ops at once on few streams each carried more than one op
  * over all of them (quiet 16-core host, 4 hosts, 500 Mbit/s, 25 ms, 0.1 % loss, BBR, 16 MiB ops,
  * 4 rounds, / pool 1: pool 2 one stream per op 1.23 against 1.00 over both; pool 4 two streams
  * per op 1.18-1.23 against 1.03-1.05 over four, one stream 1.19; pool 8 two streams 1.19 against
- * 1.07 over four). An op that runs alone still takes up to CCOIP_STRIPE_MAX_LANES, so that a
- * path that caps each flow still gives it every flow's share. */
+ * 1.07 over four). An op that runs alone still takes every stream it may (CCOIP_STRIPE_MAX_LANES),
+ * so that a path that caps each flow still gives it every flow's share. */
 #define CCOIP_STRIPE_SHARED_LANES 2u
 
 /* p2p_connection_pool_size 0 means this many streams per neighbour. Measured (docs/performance.md,

@@ -30,7 +30,8 @@
  *    at most CCOIP_STRIPE_MAX_LANES streams, CCOIP_STRIPE_SHARED_LANES when others run beside it
  *    (ccoip_stripe.h), where version 4 took every stream of the pool
  * 6: an op takes the streams (a group, or one) handed the least work since the topology round
- *    (ccoip_coll.c, assign_streams), where version 5 gave the k-th op group k mod groups */
+ *    (ccoip_coll.c, assign_streams), where version 5 gave the k-th op group k mod groups; and
+ *    an op alone takes every stream the lane minimum allows (no cap of 4, CCOIP_STRIPE_MAX_LANES) */
 #define CCOIP_PROTOCOL_VERSION 6u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u

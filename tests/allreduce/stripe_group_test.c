@@ -10,8 +10,8 @@
  *   3. 3 peers with pools 8, 4 and 2, 16 MiB ops: each link its own width (4, 4 and 2 over 3
  *      peers' chunks of 5.3 MiB), so one peer's two links differ (one lane there).
  *   4. 4 peers, pools of 8, 32 MiB ops (chunks of 8 MiB): groups of 4 by the lane cap
- *      (CCOIP_STRIPE_MAX_LANES), then with PCCL_STRIPE_MAX_LANES=0 all 8 streams per op.
- * Case 5 is the shipped rule: an op alone takes up to 4 streams, ops beside others 2 (pool 2: 1),
+ *      (PCCL_STRIPE_MAX_LANES=4), then all 8 streams per op (the default: no cap alone).
+ * Case 5 is the shipped rule: an op alone takes every stream it may, ops beside others 2 (pool 2: 1),
  *   so one batch mixes widths on the same streams: pools of 4 and of 2, 16 MiB ops, 4 kinds and
  *   mixed with small ops; 3 peers with pools 8, 4 and 2.
  * Usage: stripe_group_test PCCL_MASTER ASYNC_PEER */
@@ -71,14 +71,14 @@ int main(int argc, char **argv) {
     CHECK(ad_stop(&a) == 0);
 
     /* 4 */
+    setenv("PCCL_STRIPE_MAX_LANES", "4", 1);
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 8)) return 1;
-    run_batch(&a, OP32, "1", 4, "pool 8, 32 MiB ops, groups of 4 (lane cap)");
+    run_batch(&a, OP32, "1", 4, "pool 8, 32 MiB ops, groups of 4 (lane cap 4)");
     CHECK(ad_stop(&a) == 0);
-    setenv("PCCL_STRIPE_MAX_LANES", "0", 1);
+    unsetenv("PCCL_STRIPE_MAX_LANES");
     if (!ad_start(&a, argv[1], argv[2], 4, NULL, 8)) return 1;
     run_batch(&a, OP32, "1", 2, "pool 8, 32 MiB ops, all 8 streams (no cap)");
     CHECK(ad_stop(&a) == 0);
-    unsetenv("PCCL_STRIPE_MAX_LANES");
 
     /* 5 */
     unsetenv("PCCL_STRIPE_LANE_MIN_KIB");

@@ -23,9 +23,9 @@ static void check_defaults(void) {
     CHECK_EQ_U64(ccoip_stripe_width(9 * MIB, 4, 4, 1), 2);         /* 2.25 MiB chunks */
     CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 1), 4);        /* the default pool, all 4 */
     CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 8, 1), 4);        /* lane minimum: groups of 4 */
-    CHECK_EQ_U64(ccoip_stripe_width(32 * MIB, 4, 8, 1), 4);        /* lane cap: 8 lanes of 1 MiB would do, 4 do */
-    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 1), 4);      /* cap */
-    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 6, 1), 3);       /* halved once: 6 -> 3 */
+    CHECK_EQ_U64(ccoip_stripe_width(32 * MIB, 4, 8, 1), 8);        /* alone: 8 lanes of 1 MiB (no cap since v6) */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 16, 1), 16);     /* alone: the whole pool */
+    CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 6, 1), 6);
     CHECK_EQ_U64(ccoip_stripe_width(256 * MIB, 2, 5, 1), 5);       /* odd: cannot be halved into groups */
     CHECK_EQ_U64(ccoip_stripe_width(4 * MIB - 1, 4, 8, 1), 1);     /* just under 8 x 512 KiB per chunk */
     CHECK_EQ_U64(ccoip_stripe_width(16 * MIB, 4, 4, 0), 4);        /* 0 (never sent with OK): alone */
