@@ -42,7 +42,7 @@
  * 0.85 x pool 1 and two ops of 4 lanes 1.04; ops beside others now take CCOIP_STRIPE_SHARED_LANES
  * instead. Alone, 8 lanes cost nothing on the lossy path (quiet 16-core host, 4 hosts, 500
  * Mbit/s, 25 ms, 0.1 % loss, one 64 MiB op at a time: 48.0 MB/s against 47.0 over 4) and carry
- * 0.93 x min(8 x cap, link) where each flow is capped (4 lanes: 0.80). docs/performance.md,
+ * 0.94-0.96 x min(8 x cap, link) where each flow is capped (4 lanes: 0.80). docs/performance.md,
  * "Many tensors: streams by load (session 11)". */
 #define CCOIP_STRIPE_MAX_LANES 0u
 
