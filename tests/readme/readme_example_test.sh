@@ -3,10 +3,13 @@
 # the compiled C block, or python3 and the Python block) as peers SHARD 0 and 1 against the real
 # pccl-master on 127.0.0.1 (port 0: the master picks a free one and prints it). Passes when both
 # exit 0 and print the same last line, "step 100 loss ...".
-# --kill: a third peer, SHARD 2, joins and is SIGKILLed as soon as the master has admitted it; the
-# two others must still both finish as above (the loop's failure handling: a failed collective,
-# pcclUpdateTopology, the step again). The kill usually lands mid-run; the log says whether the
-# survivors saw a failure.
+# --kill: a third peer, SHARD 2, is SIGKILLed as soon as the master has admitted all three; the two
+# others must still both finish as above (the loop's failure handling: a failed collective,
+# pcclUpdateTopology, the step again). The three are admitted in one round, so the kill lands at
+# the start of the run and no two of them can finish without the third: SHARD 2 starts first and
+# is admitted alone, is SIGSTOPped while 0 and 1 join (pending), then SIGCONTinued to vote both
+# in. (Started together, 1 and 2 once ran all 100 steps before 0 had joined; 0 then waited alone
+# for company until the limit.)
 # Bounds: every process runs under `timeout`, in its own process group (timeout's), and the trap
 # kills every group on any way out. `env --default-signal` starts each with default signal
 # dispositions, whatever this shell or Bazel ignores (a background job of sh ignores SIGINT).
@@ -43,27 +46,37 @@ if [ -z "$port" ]; then
 fi
 
 start=$(date +%s)
-shards="0 1"
-[ $kill_one -eq 1 ] && shards="0 1 2"
-for shard in $shards; do
+start_peer() { # SHARD: in the background, its pid (and process group) in pidSHARD
     timeout -s KILL $limit env --default-signal "$@" "127.0.0.1:$port" $shard \
         > "$out/peer$shard.out" 2> "$out/peer$shard.err" &
     eval "pid$shard=$!"
     groups="$groups $!"
-done
-if [ $kill_one -eq 1 ]; then
+}
+await_log() { # COUNT PATTERN: until the master log has COUNT lines matching PATTERN, or the limit
     for _ in $(seq $((limit * 100))); do
-        grep -q "done: 3 accepted peers" "$out/master.log" && break
+        [ "$(grep -c "$2" "$out/master.log")" -ge "$1" ] && return 0
         sleep 0.01
     done
+    echo "FAILED: the master did not log $1 x \"$2\" in ${limit} s"; cat "$out/master.log"; exit 1
+}
+shards="0 1"
+if [ $kill_one -eq 1 ]; then
+    shards="0 1 2"
+    shard=2
+    start_peer "$@"
+    await_log 1 "done: 1 accepted peers"
+    kill -s STOP -- "-$pid2"
+fi
+for shard in 0 1; do start_peer "$@"; done
+if [ $kill_one -eq 1 ]; then
+    await_log 3 "pending admission"
+    kill -s CONT -- "-$pid2"
+    await_log 1 "done: 3 accepted peers"
     kill -s KILL -- "-$pid2"
-    echo "SIGKILLed peer 2 (master: $(grep -c "done: 3 accepted peers" "$out/master.log") rounds with 3 peers)"
+    echo "SIGKILLed peer 2 once the master had admitted all three"
 fi
 if [ $restart -eq 1 ]; then
-    for _ in $(seq $((limit * 100))); do
-        grep -q "shared state of group 0: revision 20," "$out/master.log" && break
-        sleep 0.01
-    done
+    await_log 1 "shared state of group 0: revision 20,"
     kill -s KILL -- "-$master"
     sleep 1
     echo "SIGKILLed the master after the 20th sync; starting it again on port $port"
