@@ -8,7 +8,8 @@ AR := x86_64-w64-mingw32-ar
 # -ffp-contract=off as reduce/ has it on Linux: the same IEEE operations give the same bits.
 # _WIN32_WINNT 0x0A00: Windows 10 (CancelIoEx, WSAPoll, WaitOnAddress). gnu_printf and
 # __USE_MINGW_ANSI_STDIO: msvcrt's printf has no %zu.
-CFLAGS := -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
+# -g: a hung test shows its threads with file and line (tests/win/win_unit_test.sh).
+CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
 	-DPCCL_BUILDING_SHARED -DXXH_INLINE_ALL -ffp-contract=off -I. -Iinclude -I$(UV)/include -I$(SODIUM)/include -DSODIUM_STATIC -I$(XXH) -MMD -MP
 # libuv's and the library's system imports; winpthreads and libgcc linked in statically, so the
 # DLL and the executables need only system DLLs.
@@ -33,7 +34,8 @@ TEST_OBJS += $(MEMLINK) $(EXTRA_hash_vectors_test) $(foreach t,$(UNIT_TESTS),$(O
 all: $(UNIT_EXES) $(OUT)/lib/libpccl.a $(OUT)/lib/pccl.dll $(OUT)/bin/pccl-master.exe $(OUT)/tests/ar_peer.exe \
 	$(OUT)/tests/ss_peer.exe $(OUT)/include/pccl.h $(OUT)/include/ccoip_inet.h $(OUT)/include/pccl_profiler.h
 
-$(OBJ)/%.o: %.c
+# Objects also depend on this file: a change of flags rebuilds them.
+$(OBJ)/%.o: %.c tools/win.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

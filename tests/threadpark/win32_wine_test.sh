@@ -1,7 +1,7 @@
 #!/bin/sh
 # win32_wine_test.sh TEST_C IMPL_C [LIB...]: cross-compiles a threadpark test (tests/threadpark/
 # TEST_C) with a Windows implementation (threadpark/IMPL_C) for Windows (mingw-w64) and runs the
-# .exe under wine, in a throwaway WINEPREFIX.
+# .exe under wine, in a wine prefix of its own (tests/win/wine_env.sh).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 TEST_C IMPL_C [LIB...]"; exit 2; }
 test_c=$1 impl_c=$2
@@ -18,21 +18,26 @@ root="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-libpccl}"
 
 name=$(basename "$test_c" .c)
 tmp=$(mktemp -d "/tmp/${name}_win32.XXXXXX") || exit 1
+"$CC" -std=c11 -O2 -Wall -Wextra -Werror -I"$root" -o "$tmp/$name.exe" \
+    "$root/tests/threadpark/$test_c" "$root/threadpark/$impl_c" "$@" || {
+    echo "FAIL: cross-compilation"
+    rm -rf "$tmp"
+    exit 1
+}
+
+# A wine prefix and server of this test's own (tests/win/wine_env.sh), copied from the template of
+# the source tree the runfiles link to.
+env_sh="$root/tests/win/wine_env.sh"
+src=$(readlink -f "$root/tests/threadpark/$test_c")
+root=${src%/tests/threadpark/*}
 cleanup() {
-    # wineserver outlives wine by a few seconds; stop this prefix's one before removing it.
-    WINEPREFIX="$tmp/prefix" wineserver -k >/dev/null 2>&1 || true
+    ! type wine_env_cleanup >/dev/null 2>&1 || wine_env_cleanup
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' HUP INT TERM
+. "$env_sh"
 
-"$CC" -std=c11 -O2 -Wall -Wextra -Werror -I"$root" -o "$tmp/$name.exe" \
-    "$root/tests/threadpark/$test_c" "$root/threadpark/$impl_c" "$@" || {
-    echo "FAIL: cross-compilation"
-    exit 1
-}
-
-export WINEPREFIX="$tmp/prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 start=$(date +%s)
 # In the background, so that a TERM from the test runner reaches the trap (and the cleanup) at once.
 wine "$tmp/$name.exe" &

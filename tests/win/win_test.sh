@@ -20,13 +20,14 @@ stale=$(find "$root/ccoip" "$root/reduce" "$root/log" "$root/hash" "$root/thread
     -name '*.[ch]' -newer "$root/build/win/.built" 2>/dev/null | head -n 3)
 [ -z "$stale" ] || { echo "FAIL: build/win is older than $stale: run 'make windows'"; exit 1; }
 
-WINE_OWN_PREFIX=1 . "$root/tests/win/wine_env.sh"
+. "$root/tests/win/wine_env.sh"
+trap wine_env_cleanup EXIT
+trap 'exit 1' INT TERM HUP
 echo "wine prefix: $WINEPREFIX"
 start=$(date +%s)
 # In the background, so that a TERM from the test runner reaches the trap at once.
 "$5" "$mode" "$(readlink -f "$2")" "$(readlink -f "$3")" "$(readlink -f "$4")" "$win" &
 wait $!
 rc=$?
-wineserver -k >/dev/null 2>&1 # this test's own server (its prefix goes with TEST_TMPDIR)
 echo "win_mixed_test $mode: exit status $rc after $(($(date +%s) - start)) s"
 exit $rc
