@@ -8,8 +8,10 @@ AR := x86_64-w64-mingw32-ar
 # -ffp-contract=off as reduce/ has it on Linux: the same IEEE operations give the same bits.
 # _WIN32_WINNT 0x0A00: Windows 10 (CancelIoEx, WSAPoll, WaitOnAddress). gnu_printf and
 # __USE_MINGW_ANSI_STDIO: msvcrt's printf has no %zu.
-# -g: a hung test shows its threads with file and line (tests/win/win_unit_test.sh).
-CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
+# -gdwarf-4: a hung test shows its threads with function, file and line (tests/win/win_unit_test.sh;
+# wine 8 reads no DWARF 5, gcc's default: frames without names); the DLL and
+# the master that users get are linked stripped (-s).
+CFLAGS := -std=c11 -O2 -gdwarf-4 -Wall -Wextra -Werror -D_GNU_SOURCE -D__USE_MINGW_ANSI_STDIO=1 -D_WIN32_WINNT=0x0A00 \
 	-DPCCL_BUILDING_SHARED -DXXH_INLINE_ALL -ffp-contract=off -I. -Iinclude -I$(UV)/include -I$(SODIUM)/include -DSODIUM_STATIC -I$(XXH) -MMD -MP
 # libuv's and the library's system imports; winpthreads and libgcc linked in statically, so the
 # DLL and the executables need only system DLLs.
@@ -55,11 +57,11 @@ $(OUT)/lib/libsodium.a: $(SODIUM)/lib/libsodium.a
 # Only PCCL_EXPORT functions leave the DLL (any dllexport switches off exporting everything).
 $(OUT)/lib/pccl.dll: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(LIB_OBJS) -Wl,--out-implib,$(OUT)/lib/libpccl.dll.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a $(STATIC_RT) $(SYSLIBS)
+	$(CC) -shared -s -o $@ $(LIB_OBJS) -Wl,--out-implib,$(OUT)/lib/libpccl.dll.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a $(STATIC_RT) $(SYSLIBS)
 
 $(OUT)/bin/pccl-master.exe: $(MASTER_OBJ) $(OUT)/lib/libpccl.a
 	@mkdir -p $(dir $@)
-	$(CC) -static -o $@ $(MASTER_OBJ) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a -lwinpthread $(SYSLIBS)
+	$(CC) -static -s -o $@ $(MASTER_OBJ) $(OUT)/lib/libpccl.a $(UV)/lib/libuv.a $(SODIUM)/lib/libsodium.a -lwinpthread $(SYSLIBS)
 
 # The test clients: ar_peer through the DLL (public API only), ss_peer statically (it also uses
 # internal helpers).

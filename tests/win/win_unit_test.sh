@@ -24,10 +24,11 @@ wine "$exe" &
 pid=$!
 trap 'kill -s KILL $pid 2>/dev/null; wine_env_cleanup' EXIT
 trap 'exit 1' INT TERM HUP
-# Bounded at 120 s (the tests take 0.2-3 s). A run past it is shown before it is killed: its
-# threads' states and kernel waits, its fds, and wine's backtrace of each of its threads. (This
-# showed the hangs of the shared wine server: one thread, reading a wait pipe whose both ends the
-# program held, in a program wine's server did not list; wine_env.sh.)
+# Bounded at 120 s (the tests take 1-4 s). A run past it is shown before it is killed: its
+# threads' states and kernel waits, its fds, wine's processes and threads, and wine's backtrace
+# of each of its threads. (This showed the hangs of the shared wine server: every thread reading
+# a wait pipe whose both ends the program held, in a program wine's server did not list;
+# wine_env.sh.)
 n=0
 while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n + 1)); done
 if kill -0 $pid 2>/dev/null; then
@@ -35,8 +36,8 @@ if kill -0 $pid 2>/dev/null; then
     ps -L -o tid,stat,wchan:32,comm -p $pid
     for t in /proc/$pid/task/*; do echo "${t##*/}: $(cat $t/syscall 2>/dev/null)"; cat $t/stack 2>/dev/null | head -5; done
     ls -l /proc/$pid/fd 2>/dev/null | tail -n +2
-    echo "winedbg info process:"; timeout 30 winedbg --command "info process" 2>&1
     threads=$(timeout 30 winedbg --command "info thread" 2>/dev/null)
+    printf 'wine processes and threads:\n%s\n' "$threads"
     wpid=$(printf '%s\n' "$threads" | awk -v n="$name.exe" '/^[0-9a-f]/ && index($0, n) {print $1; exit}')
     tids=$(printf '%s\n' "$threads" | awk -v n="$name.exe" '/^[0-9a-f]/ {p = index($0, n) > 0; next} p {print $1}')
     [ -n "$wpid" ] && { for t in $tids; do echo "bt 0x$t"; done; echo detach; echo quit; } |
