@@ -22,7 +22,7 @@ build: deps
 	@cp -fL $$(/sbin/ldconfig -p | awk '/libuv\.so\.1 .*x86-64/ {print $$NF; exit}') build/lib/libuv.so.1
 	@chmod u+w build/lib/*
 	@for b in $$(cat tools/binaries.txt); do cp -f bazel-bin/$$b build/bin/ && chmod u+w build/bin/$$(basename $$b); done
-	@cp -f include/pccl.h include/ccoip_inet.h include/pccl_profiler.h build/include/
+	@cp -f include/pccl.h include/ccoip.h include/ccoip_inet.h include/pccl_profiler.h build/include/
 	@echo "built: build/bin build/lib build/include"
 	@# The CUDA flavour into build/cuda/ when nvcc is there (one skip line when it is not).
 	@sh tools/cuda_build.sh

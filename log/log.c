@@ -1,33 +1,49 @@
 #include "log/log.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* -1 until the environment has been read. Racing first calls all store the same value. */
-static atomic_int log_threshold = -1;
+/* UNREAD until the environment has been read. Racing first calls all store the same value. */
+#define UNREAD (-100)
+static atomic_int log_threshold = UNREAD;
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
+static bool same_word(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char) *a) != *b) return false;
+    return *a == *b;
+}
+
+/* Ours and PCCL's names (TRACE, DEBUG, INFO, WARN, ERR, FATAL, NONE), in any case. */
 int log_parse_level(const char *name) {
-    static const char *const lower[] = {"error", "warn", "info", "debug"};
-    if (name == NULL) return -1;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, lower[i]) == 0) return i;
-    return -1;
+    static const struct {
+        const char *name;
+        int level;
+    } names[] = {{"error", LOG_LEVEL_ERROR}, {"err", LOG_LEVEL_ERROR}, {"fatal", LOG_LEVEL_ERROR},
+                 {"warn", LOG_LEVEL_WARN},   {"warning", LOG_LEVEL_WARN}, {"info", LOG_LEVEL_INFO},
+                 {"debug", LOG_LEVEL_DEBUG}, {"trace", LOG_LEVEL_DEBUG}, {"none", LOG_LEVEL_NONE},
+                 {"off", LOG_LEVEL_NONE}};
+    if (name == NULL) return LOG_PARSE_FAILED;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (same_word(name, names[i].name)) return names[i].level;
+    return LOG_PARSE_FAILED;
 }
 
 static int threshold(void) {
     int t = atomic_load_explicit(&log_threshold, memory_order_relaxed);
-    if (t >= 0) return t;
+    if (t != UNREAD) return t;
     const char *env = getenv("PCCL_LOG_LEVEL");
     t = log_parse_level(env);
-    if (t < 0) {
+    if (t == LOG_PARSE_FAILED) {
         if (env != NULL && *env != '\0')
-            fprintf(stderr, "pccl: ignoring PCCL_LOG_LEVEL=%s (use error, warn, info or debug)\n", env);
+            fprintf(stderr, "pccl: ignoring PCCL_LOG_LEVEL=%s (use error, warn, info, debug or none)\n", env);
         t = LOG_LEVEL_WARN;
     }
     atomic_store_explicit(&log_threshold, t, memory_order_relaxed);

@@ -1,9 +1,11 @@
 /* log: one line per event on stderr, "timestamp LEVEL module: message".
- * The threshold comes from PCCL_LOG_LEVEL=error|warn|info|debug (default warn), read once. */
+ * The threshold comes from PCCL_LOG_LEVEL=error|warn|info|debug|none (default warn), read once;
+ * PCCL's names (TRACE, ERR, FATAL, any case) are taken too. */
 #ifndef PCCL_LOG_H
 #define PCCL_LOG_H
 
 typedef enum log_level_t {
+    LOG_LEVEL_NONE = -1, /* nothing is printed */
     LOG_LEVEL_ERROR = 0,
     LOG_LEVEL_WARN = 1,
     LOG_LEVEL_INFO = 2,
@@ -26,7 +28,8 @@ void log_write(log_level_t level, const char *module, const char *fmt, ...)
 /* Overrides PCCL_LOG_LEVEL (tests, embedders). */
 void log_set_level(log_level_t level);
 
-/* Parses "error", "warn", "info" or "debug"; returns -1 for anything else. */
+/* Parses a level name (see above; any case); LOG_PARSE_FAILED for anything else. */
+#define LOG_PARSE_FAILED (-2)
 int log_parse_level(const char *name);
 
 #define LOG_ERROR(module, ...) log_write(LOG_LEVEL_ERROR, module, __VA_ARGS__)

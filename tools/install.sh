@@ -7,7 +7,7 @@ here=$(dirname "$0")/..
 install -d "$prefix/lib/pkgconfig" "$prefix/include" "$prefix/bin"
 install -m 0755 "$build/lib/libpccl.so" "$prefix/lib/"
 install -m 0644 "$build/lib/libpccl.a" "$prefix/lib/"
-install -m 0644 "$build/include/pccl.h" "$build/include/ccoip_inet.h" "$build/include/pccl_profiler.h" "$prefix/include/"
+install -m 0644 "$build/include/pccl.h" "$build/include/ccoip.h" "$build/include/ccoip_inet.h" "$build/include/pccl_profiler.h" "$prefix/include/"
 for b in "$build"/bin/*; do
     [ -f "$b" ] && install -m 0755 "$b" "$prefix/bin/"
 done

@@ -4,6 +4,7 @@
  * on a socket. Several may be in flight, each with its own tag. */
 #include <string.h>
 
+#include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_device.h"
 #include "ccoip/api/pccl_internal.h"
@@ -12,6 +13,16 @@
 #include "reduce/reduce.h"
 
 #define MOD "pccl"
+
+/* PCCL's rule (docs/failures.md): an all-reduce that failed because a peer left relinks the ring
+ * among the members that remain (admitting nobody) before it returns, so that a plain retry
+ * runs; with PCCL_STRICT=topology the caller calls pcclUpdateTopology instead. Not after a
+ * timeout: the stalled member would have to vote, and the call must return within the timeout.
+ * The op's slot is still taken meanwhile: calls that need no op in flight wait for the relink. */
+static void relink_after_failure(pcclComm_t *comm, const ccoip_op_t *op) {
+    if (comm->strict_topology || op->result != pcclRankConnectionLost) return;
+    ccoip_peer_relink_ring(comm, op->epoch);
+}
 
 static pcclResult_t check_descriptor(const char *fn, const pcclReduceDescriptor_t *d) {
     if (d->count == 0) {
@@ -78,6 +89,7 @@ PCCL_EXPORT pcclResult_t pcclAllReduce(const void *sendbuf, void *recvbuf, const
         ccoip_op_run(comm, op);
         res = op->result;
         if (reduce_info_out != NULL) *reduce_info_out = op->info;
+        relink_after_failure(comm, op);
         ccoip_op_release(comm, op);
     }
     ccoip_prof_api_end(&comm->prof, ev, res);
@@ -116,7 +128,13 @@ PCCL_EXPORT pcclResult_t pcclAwaitAsyncReduce(const pcclAsyncReduceOp_t *reduce_
     }
     const pprof_t *prof = &reduce_handle->comm->prof;
     void *ev = ccoip_prof_api(prof, pcclProfilerApiAwaitAsyncReduce, reduce_handle->tag, 0);
-    pcclResult_t res = ccoip_op_await(reduce_handle->comm, reduce_handle->tag, reduce_info_out);
+    ccoip_op_t *op;
+    pcclResult_t res = ccoip_op_await(reduce_handle->comm, reduce_handle->tag, &op);
+    if (op != NULL) {
+        if (reduce_info_out != NULL) *reduce_info_out = op->info;
+        relink_after_failure(reduce_handle->comm, op);
+        ccoip_op_release(reduce_handle->comm, op);
+    }
     ccoip_prof_api_end(prof, ev, res);
     return res;
 }

@@ -7,14 +7,15 @@
  * of its first member and the summed count; every peer builds the same buckets from the same
  * descriptors (a peer that differs gets pcclInvalidUsage from the master's check of the
  * description). The outcome of every op is shared through the master, so every peer ends a pass
- * with the same set of failed ops (a failed bucket: all its members); it then calls
- * pcclUpdateTopology (which drops the dead and relinks the ring) and runs another pass over the
- * failed ones. Every peer of the group submits the same ops in the same order in every pass:
+ * with the same set of failed ops (a failed bucket: all its members); the failed ops relinked
+ * the ring among the peers that remain (PCCL's rule: newcomers wait for the caller's next
+ * pcclUpdateTopology, between steps), and another pass runs over the failed ones. Every peer of the group submits the same ops in the same order in every pass:
  * none stops early, or the others would wait for its INIT. sendbuf is never written, so a retry
  * starts from the same input (a bucket is packed again from it). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_device.h"
 #include "ccoip/api/pccl_internal.h"
@@ -208,17 +209,20 @@ PCCL_EXPORT pcclResult_t pcclAllReduceMultipleWithRetry(const pcclReduceOpDescri
         LOG_WARN(MOD, FN ": another call on this communicator holds the buckets: one op per tensor (the other peers "
                       "must do the same)");
     size_t left = count;
+    uint64_t epoch = atomic_load(&comm->round_epoch);
     for (unsigned pass = 0; left > 0; pass++) {
         if (pass > 0) {
             ccoip_prof_state(&comm->prof, pcclProfilerEventApi, ev, pcclProfilerStateRetried,
                              &(pcclProfilerStateArgs_t){.attempt = pass});
-            LOG_INFO(MOD, FN ": %zu of %zu all-reduces failed; updating the topology, then retrying them", left, count);
-            /* A failed round means a peer dropped meanwhile: vote again with the peers that remain. */
-            while ((res = pcclUpdateTopology(comm)) == pcclUpdateTopologyFailed && atomic_load(&comm->world[1]) >= 2)
-                ccoip_sleep_ms(10);
-            if (res == pcclUpdateTopologyFailed) res = pcclTooFewPeers;
-            if (res != pcclSuccess) break;
+            LOG_INFO(MOD, FN ": %zu of %zu all-reduces failed; retrying them on the relinked ring", left, count);
+            /* The failed awaits relinked already (PCCL_STRICT=topology: they did not); admits nobody. */
+            ccoip_peer_relink_ring(comm, epoch);
+            if (atomic_load(&comm->master_lost)) {
+                res = pcclMasterConnectionFailed;
+                break;
+            }
         }
+        epoch = atomic_load(&comm->round_epoch);
         if (atomic_load(&comm->world[1]) < 2) {
             LOG_ERROR(MOD, FN ": fewer than 2 peers remain; %zu of %zu all-reduces did not complete", left, count);
             res = pcclTooFewPeers;

@@ -55,6 +55,8 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     pthread_mutex_init(&c->ss_busy, NULL);
     pthread_mutex_init(&c->mail_lock, NULL);
     pthread_mutex_init(&c->p2p.lock, NULL);
+    pthread_mutex_init(&c->round_lock, NULL);
+    c->strict_topology = ccoip_strict(getenv("PCCL_STRICT"), "topology");
     ccoip_colls_init(c);
     pthread_mutex_init(&c->pinned_lock, NULL);
     ccoip_abort_init(&c->aborts);
@@ -112,7 +114,7 @@ static pcclResult_t require_accepted(const pcclComm_t *comm, const char *fn) {
     return pcclInvalidUsage;
 }
 
-/* One kind of operation at a time: no topology vote while all-reduces are in flight. */
+/* No topology round while all-reduces are in flight: it replaces the links they run on. */
 static pcclResult_t require_no_ops(const pcclComm_t *comm, const char *fn) {
     if (!ccoip_ops_in_flight(comm)) return pcclSuccess;
     LOG_ERROR(MOD, "%s: all-reduces are still in flight on this communicator (await them first)", fn);
@@ -135,9 +137,9 @@ PCCL_EXPORT pcclResult_t pcclUpdateTopology(pcclComm_t *comm) {
 PCCL_EXPORT pcclResult_t pcclArePeersPending(const pcclComm_t *comm, bool *pending_out) {
     CHECK_INIT("pcclArePeersPending");
     CHECK_ARG(comm != NULL && pending_out != NULL, "pcclArePeersPending", "communicator and pending_out must not be NULL");
+    /* All-reduces may be in flight meanwhile (PCCL's rule: overlapping a step with the next
+     * step's vote); the answer does not pass through the mailbox they use. */
     pcclResult_t r = require_accepted(comm, "pcclArePeersPending");
-    if (r == pcclSuccess) r = require_no_ops(comm, "pcclArePeersPending");
-    /* The API takes a const communicator; the call still moves its mailbox. */
     if (r != pcclSuccess) return r;
     void *ev = ccoip_prof_api(&comm->prof, pcclProfilerApiArePeersPending, 0, 0);
     r = ccoip_peer_are_peers_pending((pcclComm_t *) comm, pending_out);
@@ -177,6 +179,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     ccoip_ss_hasher_free(comm->ss_hasher);
     pthread_mutex_destroy(&comm->mail_lock);
     pthread_mutex_destroy(&comm->p2p.lock);
+    pthread_mutex_destroy(&comm->round_lock);
     ccoip_colls_free(comm);
     reduce_cache_destroy(comm->cache);
     ccoip_gates_destroy(comm->gates); /* workers joined: releases any stream still gated */

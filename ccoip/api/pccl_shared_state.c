@@ -178,6 +178,10 @@ static pcclResult_t status_result(const ccoip_ss_result_t *r, const pcclSharedSt
         LOG_ERROR(MOD, FN ": kicked by the master: SEND_ONLY, but tensor \"%s\" differs from the popular content",
                   r->detail);
         return pcclInvalidUsage;
+    case CCOIP_SS_MIXED:
+        LOG_ERROR(MOD, FN ": kicked by the master: another peer enforces the popular content "
+                      "(PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR), and then every peer must");
+        return pcclInvalidUsage;
     case CCOIP_SS_STALE:
         LOG_ERROR(MOD, FN ": another peer of the group is in a topology vote (after a failure): call "
                       "pcclUpdateTopology, then sync again");
@@ -322,7 +326,8 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
             res = fetch_all(comm, result, slots, n, &rx);
         }
         /* Kicked or timed out: the master expects no report (it closed us, or ended the sync). */
-        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_TIMEOUT ||
+        bool no_report = result->status == CCOIP_SS_KICKED || result->status == CCOIP_SS_MIXED ||
+                         result->status == CCOIP_SS_TIMEOUT ||
                          result->status == CCOIP_SS_STALE;
         ccoip_packet_free(&r);
         /* Everyone reports; the master's DONE says that no receiver needs us any more. */

@@ -181,7 +181,10 @@ void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const
 }
 
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone) {
-    uint32_t group = gone->peer_group;
+    ccoip_mcoll_break_group(st, gone->peer_group);
+}
+
+void ccoip_mcoll_break_group(ccoip_master_state_t *st, uint32_t group) {
     ccoip_mcoll_refuse_waiting(st, group); /* those waiting for the rest would wait for it too */
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];

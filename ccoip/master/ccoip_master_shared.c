@@ -9,12 +9,16 @@
  * M2C_SHARED_STATE_DONE, so that a distributor keeps serving until every receiver is through.
  * Outcomes are per peer: a receiver whose distributor died fails, the others succeed.
  *
- * The revision rule (docs/shared-state.md): R is the highest revision that a current member
- * of the group has synced successfully (none when no member has synced yet). The sync's revision
- * E is R + 1, or, without R, the highest revision given by a peer that may send. A peer that has
- * synced before must give its last revision + 1; nobody may give more than E. A peer below E is
- * behind (a newcomer, or one whose last sync failed): it is no candidate and receives every
- * tensor that differs; every successful peer ends at revision E. */
+ * The revision rule (docs/shared-state.md), PCCL's: R is the highest revision that a current
+ * member of the group has synced successfully (none when no member has synced yet). The sync's
+ * revision E is R + 1, or, without R, the highest revision given by a peer that may send. Nobody
+ * may give more than E. A peer below E is behind (a newcomer, one whose last sync failed, one
+ * that did not count): it is no candidate, receives every tensor that differs, and is dragged
+ * along: every successful peer ends at revision E. PCCL_STRICT=revision (on the master) adds
+ * ours: a peer that has synced before must give its last revision + 1.
+ *
+ * The strategy rule, PCCL's: when one member enforces the popular content, every member must;
+ * a member of another strategy in such a sync is kicked (CCOIP_SS_MIXED). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +138,7 @@ static bool same_hash(const ccoip_ss_tensor_t *a, const ccoip_ss_tensor_t *b) {
     return a->hash == b->hash && a->hash_kind == b->hash_kind;
 }
 
-static void check_revisions(member_t *m, size_t n, uint64_t *elected) {
+static void check_revisions(member_t *m, size_t n, uint64_t *elected, bool strict) {
     bool have_r = false;
     uint64_t r_max = 0;
     for (size_t i = 0; i < n; i++)
@@ -146,7 +150,7 @@ static void check_revisions(member_t *m, size_t n, uint64_t *elected) {
         member_t *x = &m[i];
         uint64_t given = x->s->req.revision;
         if (x->status != CCOIP_SS_OK) continue;
-        if (x->s->has_rev && given != x->s->last_rev + 1) x->expected = x->s->last_rev + 1;
+        if (strict && x->s->has_rev && given != x->s->last_rev + 1) x->expected = x->s->last_rev + 1;
         else if (have_r && given > r_max + 1) x->expected = r_max + 1;
         else continue;
         x->status = CCOIP_SS_REVISION;
@@ -165,6 +169,22 @@ static void check_revisions(member_t *m, size_t n, uint64_t *elected) {
             if (!any || m[i].s->req.revision > *elected) *elected = m[i].s->req.revision;
             any = true;
         }
+}
+
+/* ENFORCE_POPULAR beside another strategy: the others are kicked (PCCL's rule). */
+static void check_strategies(member_t *m, size_t n) {
+    bool popular = false, other = false;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].status != CCOIP_SS_OK) continue;
+        popular = popular || m[i].s->req.strategy == STRAT_POPULAR;
+        other = other || m[i].s->req.strategy != STRAT_POPULAR;
+    }
+    for (size_t i = 0; i < n && popular && other; i++) {
+        if (m[i].status != CCOIP_SS_OK || m[i].s->req.strategy == STRAT_POPULAR) continue;
+        m[i].status = CCOIP_SS_MIXED;
+        LOG_WARN(MOD, "%s: %s while another member enforces the popular content: every member must then", m[i].c->name,
+                 m[i].s->req.strategy == STRAT_SEND_ONLY ? "SEND_ONLY" : "RECEIVE_ONLY");
+    }
 }
 
 /* The layout most members share (ties: the earliest connected); the others get MISMATCH. */
@@ -288,8 +308,9 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
     uint64_t elected = 0;
     const ccoip_ss_sync_t *ref = NULL;
     if (!oom) {
-        check_revisions(m, n, &elected);
+        check_revisions(m, n, &elected, st->opt.strict_revisions);
         ref = check_layouts(m, n);
+        check_strategies(m, n);
         size_t candidates = 0;
         for (size_t i = 0; i < n; i++) {
             m[i].candidate = m[i].status == CCOIP_SS_OK && m[i].s->req.revision == elected &&
@@ -348,10 +369,13 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
     kick_t *kick = calloc(n + 1, sizeof *kick);
     size_t nkick = 0;
     for (size_t i = 0; i < k && kick != NULL; i++) {
-        if (m[i].status != CCOIP_SS_KICKED) continue;
+        if (m[i].status != CCOIP_SS_KICKED && m[i].status != CCOIP_SS_MIXED) continue;
         kick[nkick].c = m[i].c;
-        snprintf(kick[nkick++].why, sizeof kick->why,
-                 "kicked: SEND_ONLY but without the popular content of tensor \"%s\"", m[i].detail);
+        if (m[i].status == CCOIP_SS_MIXED)
+            snprintf(kick[nkick++].why, sizeof kick->why, "kicked: another sync strategy beside ENFORCE_POPULAR");
+        else
+            snprintf(kick[nkick++].why, sizeof kick->why,
+                     "kicked: SEND_ONLY but without the popular content of tensor \"%s\"", m[i].detail);
     }
     for (size_t i = 0; i < k; i++) {
         free(m[i].fetch);

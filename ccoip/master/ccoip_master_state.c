@@ -14,6 +14,8 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->heartbeat_timeout_ms = 10000;
     o->round_timeout_ms = 30000;
     o->rejoin_window_ms = 60000;
+    o->fingerprint_mode = CCOIP_FP_CHECK;
+    o->strict_revisions = ccoip_strict(getenv("PCCL_STRICT"), "revision");
 }
 
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt) {
@@ -183,10 +185,12 @@ static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring,
     qsort(st->clients, st->nclients, sizeof *st->clients, by_id);
 }
 
-/* Starts a round with every accepted peer and every registered one: the ring of each peer group
- * is its members in connection order; each member is told its next (connect to) and previous
- * (accept from) neighbour. */
-static void start_round(ccoip_master_state_t *st, bool admit) {
+#define ALL_GROUPS UINT64_MAX
+
+/* Starts a round with every accepted peer (of `group` alone, unless ALL_GROUPS) and, to admit
+ * them, every registered one: the ring of each peer group is its members in connection order;
+ * each member is told its next (connect to) and previous (accept from) neighbour. */
+static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     size_t n = 0;
     ccoip_mclient_t **ring = malloc((st->nclients + 1) * sizeof *ring);
     if (ring == NULL) {
@@ -196,6 +200,7 @@ static void start_round(ccoip_master_state_t *st, bool admit) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || c->phase != CCOIP_MPHASE_REGISTERED)) continue;
+        if (group != ALL_GROUPS && c->peer_group != group) continue;
         c->in_round = true;
         c->round_ok = -1;
         c->state = CCOIP_MSTATE_CONNECTING_P2P;
@@ -206,7 +211,9 @@ static void start_round(ccoip_master_state_t *st, bool admit) {
     if (st->round < st->round_floor) st->round = st->round_floor; /* above the rounds of a lost master */
     st->round++;
     st->round_active = true;
-    LOG_INFO(MOD, "topology round %llu: %zu participants", (unsigned long long) st->round, n);
+    if (group == ALL_GROUPS) LOG_INFO(MOD, "topology round %llu: %zu participants", (unsigned long long) st->round, n);
+    else LOG_INFO(MOD, "topology round %llu: relinking group %u, %zu participants", (unsigned long long) st->round,
+                  (unsigned) group, n);
     for (size_t i = 0; i < n; i++) {
         ccoip_mclient_t *c = ring[i];
         /* The neighbours inside c's group, in ring order. */
@@ -265,20 +272,109 @@ static void send_pending_result(ccoip_master_state_t *st, ccoip_mclient_t *c, ui
     send_packet(st, c, &p);
 }
 
+static bool in_round_vote(const ccoip_mclient_t *c) {
+    return c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_RELINK ||
+           c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
+}
+
 void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->dropped || c->peer_group != group) continue;
-        if (c->state == CCOIP_MSTATE_VOTE_PENDING) send_pending_result(st, c, CCOIP_RESULT_MISMATCH, false);
-        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
-        else continue;
+        bool refused = c->pending_vote || in_round_vote(c);
+        if (c->pending_vote) send_pending_result(st, c, CCOIP_RESULT_MISMATCH, false);
+        if (in_round_vote(c)) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        if (!refused) continue;
         LOG_WARN(MOD, "%s: its vote is refused: the others of group %u were waiting for it in a collective",
                  c->name, group);
+        c->pending_vote = false;
         c->state = CCOIP_MSTATE_IDLE;
     }
 }
 
-/* Looks at the votes and the round after anything changed, and moves on where it can. */
+/* The accepted peers' votes. A round vote (ACCEPT, RELINK, OPTIMIZE) is a peer's `state`; a
+ * pending query is a flag beside it. */
+typedef struct votes_t {
+    size_t accepted, accept, relink, optimize, pending;
+    size_t voting;       /* in a round vote or a pending query */
+    size_t only_pending; /* in a pending query and no round vote */
+} votes_t;
+
+static votes_t count_votes(const ccoip_master_state_t *st) {
+    votes_t v;
+    memset(&v, 0, sizeof v);
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
+        v.accepted++;
+        v.accept += c->state == CCOIP_MSTATE_VOTE_ACCEPT;
+        v.relink += c->state == CCOIP_MSTATE_VOTE_RELINK;
+        v.optimize += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
+        v.pending += c->pending_vote;
+        v.voting += c->pending_vote || in_round_vote(c);
+        v.only_pending += c->pending_vote && !in_round_vote(c);
+    }
+    return v;
+}
+
+/* Answers the pending queries: all of them (`only` false) or those of peers in no round vote. */
+static void answer_pending(ccoip_master_state_t *st, uint8_t status, bool pending, bool only) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || (only && in_round_vote(c))) continue;
+        send_pending_result(st, c, status, pending);
+        c->pending_vote = false;
+    }
+}
+
+static void refuse_round_votes(ccoip_master_state_t *st) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !in_round_vote(c)) continue;
+        send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        c->state = CCOIP_MSTATE_IDLE;
+    }
+}
+
+/* A group in which some member voted RELINK and every member RELINK or ACCEPT: it relinks on its
+ * own (a failed all-reduce waits for its group, not for the others'). */
+static bool relink_ready(const ccoip_master_state_t *st, uint64_t *group) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_VOTE_RELINK) continue;
+        bool all = true;
+        for (size_t k = 0; k < st->nclients && all; k++) {
+            const ccoip_mclient_t *m = st->clients[k];
+            if (m->phase != CCOIP_MPHASE_ACCEPTED || m->peer_group != c->peer_group) continue;
+            all = m->state == CCOIP_MSTATE_VOTE_RELINK || m->state == CCOIP_MSTATE_VOTE_ACCEPT;
+        }
+        if (all) {
+            *group = c->peer_group;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Members asking whether a round is due while their group waits for them in a relink: it is
+ * (they vote next; the relink takes their ACCEPT). */
+static void answer_relinking(ccoip_master_state_t *st) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || in_round_vote(c)) continue;
+        bool relinking = false;
+        for (size_t k = 0; k < st->nclients && !relinking; k++)
+            relinking = st->clients[k]->phase == CCOIP_MPHASE_ACCEPTED &&
+                        st->clients[k]->peer_group == c->peer_group &&
+                        st->clients[k]->state == CCOIP_MSTATE_VOTE_RELINK;
+        if (!relinking) continue;
+        send_pending_result(st, c, CCOIP_RESULT_OK, true);
+        c->pending_vote = false;
+    }
+}
+
+/* Looks at the votes and the round after anything changed, and moves on where it can
+ * (docs/group-state-machine.md, "Votes"). */
 static void evaluate(ccoip_master_state_t *st) {
     if (st->shutting_down) return;
     if (st->round_active) {
@@ -289,68 +385,59 @@ static void evaluate(ccoip_master_state_t *st) {
             if (c->round_ok < 0) all = false;
             if (c->round_ok == 0) ok = false;
         }
-        if (all) finish_round(st, ok, "a peer could not connect to its neighbours");
-        return;
+        if (!all) return;
+        finish_round(st, ok, "a peer could not connect to its neighbours");
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
-    size_t accepted = 0, accept_votes = 0, pending_votes = 0, optimize_votes = 0;
-    for (size_t i = 0; i < st->nclients; i++) {
-        ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
-        accepted++;
-        accept_votes += c->state == CCOIP_MSTATE_VOTE_ACCEPT;
-        pending_votes += c->state == CCOIP_MSTATE_VOTE_PENDING;
-        optimize_votes += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
-    }
     size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
-    if (accepted == 0) {
+    votes_t v = count_votes(st);
+    if (v.accepted == 0) {
         /* Nobody to vote: whoever is waiting is admitted at once (the very first peer). */
-        if (registered > 0) start_round(st, true);
+        if (registered > 0) start_round(st, true, ALL_GROUPS);
         return;
     }
-    if (accept_votes + pending_votes + optimize_votes < accepted) return;
-    if (optimize_votes == accepted) {
-        ccoip_mbw_start(st);
+    if (v.pending == v.accepted) { /* every peer asked: the answer, whatever else they vote */
+        answer_pending(st, CCOIP_RESULT_OK, registered > 0, false);
+        v = count_votes(st);
+    }
+    uint64_t group;
+    if (v.relink > 0 && relink_ready(st, &group)) {
+        start_round(st, false, group); /* mid-step: admit nobody; other groups go on */
         return;
     }
-    if (accept_votes == accepted) {
-        start_round(st, true);
-        return;
-    }
-    if (optimize_votes == 0 && accept_votes > 0) {
-        /* Some asked for a topology round, the others whether one is due: it is. The pending
-         * voters hear "pending" and vote again with pcclUpdateTopology; the others keep waiting.
-         * (After a failure one peer updates while another, between calls, asks: both must meet.) */
-        for (size_t i = 0; i < st->nclients; i++) {
-            ccoip_mclient_t *c = st->clients[i];
-            if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_VOTE_PENDING) continue;
-            send_pending_result(st, c, CCOIP_RESULT_OK, true);
-            c->state = CCOIP_MSTATE_IDLE;
+    if (v.relink > 0) answer_relinking(st);
+    size_t round_votes = v.accept + v.relink + v.optimize;
+    if (round_votes == v.accepted) {
+        if (v.optimize == v.accepted) ccoip_mbw_start(st);
+        else if (v.optimize == 0) start_round(st, true, ALL_GROUPS);
+        else {
+            LOG_WARN(MOD, "accepted peers voted for different things (%zu update topology, %zu relink, %zu optimize)",
+                     v.accept, v.relink, v.optimize);
+            refuse_round_votes(st);
         }
         return;
     }
-    bool agree = pending_votes == accepted;
-    if (!agree) LOG_WARN(MOD, "accepted peers voted for different things (%zu update topology, %zu peers pending)",
-                         accept_votes, pending_votes);
-    for (size_t i = 0; i < st->nclients; i++) {
-        ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) continue;
-        if (c->state == CCOIP_MSTATE_VOTE_PENDING)
-            send_pending_result(st, c, agree ? CCOIP_RESULT_OK : CCOIP_RESULT_MISMATCH, registered > 0);
-        else if (c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_OPTIMIZE)
-            send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
-        c->state = CCOIP_MSTATE_IDLE;
+    if (v.voting < v.accepted) return; /* someone has not voted yet */
+    if (v.accept + v.relink > 0) {
+        /* Some asked for a topology round, the others whether one is due: it is. The pending
+         * voters hear "pending" and vote again with pcclUpdateTopology; the others keep waiting.
+         * (After a failure one peer updates while another, between calls, asks: both must meet.) */
+        answer_pending(st, CCOIP_RESULT_OK, true, true);
+        return;
     }
+    LOG_WARN(MOD, "accepted peers voted for different things (%zu optimize topology, %zu peers pending)", v.optimize,
+             v.pending);
+    answer_pending(st, CCOIP_RESULT_MISMATCH, false, true);
+    refuse_round_votes(st);
 }
 
-void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false); }
+void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false, ALL_GROUPS); }
 
 bool ccoip_mstate_group_votes(const ccoip_master_state_t *st, uint32_t group) {
     for (size_t i = 0; i < st->nclients; i++) {
         const ccoip_mclient_t *c = st->clients[i];
         if (c->phase == CCOIP_MPHASE_ACCEPTED && !c->dropped && c->peer_group == group &&
-            (c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_PENDING ||
-             c->state == CCOIP_MSTATE_VOTE_OPTIMIZE))
+            (c->pending_vote || in_round_vote(c)))
             return true;
     }
     return false;
@@ -596,9 +683,17 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     switch (p->type) {
     case CCOIP_PKT_C2M_HEARTBEAT: return;
     case CCOIP_PKT_C2M_VOTE_ACCEPT:
-    case CCOIP_PKT_C2M_VOTE_PENDING:
+    case CCOIP_PKT_C2M_VOTE_RELINK:
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
-        c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_PENDING;
+        c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_RELINK;
+        /* Its ring goes: what runs or waits on it in the group fails for every member alike. */
+        if (c->state == CCOIP_MSTATE_VOTE_RELINK) ccoip_mcoll_break_group(st, c->peer_group);
+        vote_wins(st, c->peer_group);
+        evaluate(st);
+        return;
+    case CCOIP_PKT_C2M_VOTE_PENDING: /* beside collectives and a round vote of another thread */
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->pending_vote) break;
+        c->pending_vote = true;
         vote_wins(st, c->peer_group);
         evaluate(st);
         return;
@@ -667,7 +762,9 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
         ccoip_mstate_reject(st, c, why);
         i = 0; /* dropping removes c and may change the table: start over (rare) */
     }
-    if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms)
+    if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms) {
         finish_round(st, false, "round timed out");
+        evaluate(st); /* votes that came during the round */
+    }
     ccoip_mbw_tick(st);
 }

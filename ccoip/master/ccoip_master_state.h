@@ -23,7 +23,7 @@ typedef enum ccoip_mstate_t {
     CCOIP_MSTATE_IDLE = 0,
     CCOIP_MSTATE_VOTE_ACCEPT = 1,    /* in pcclUpdateTopology, waiting for the others */
     CCOIP_MSTATE_CONNECTING_P2P = 2, /* told its neighbours, waiting for its P2P_ESTABLISHED */
-    CCOIP_MSTATE_VOTE_PENDING = 3,   /* in pcclArePeersPending */
+    CCOIP_MSTATE_VOTE_RELINK = 3,    /* a failed all-reduce's await: a round that admits nobody */
     CCOIP_MSTATE_VOTE_OPTIMIZE = 4,  /* in pcclOptimizeTopology, waiting for the others */
     CCOIP_MSTATE_BENCHMARKING = 5    /* measuring bandwidths for pcclOptimizeTopology */
     /* later: in collective, syncing shared state, benchmarking */
@@ -55,6 +55,8 @@ typedef struct ccoip_mclient_t {
     uint64_t id; /* connection order: also the ring order */
     ccoip_mphase_t phase;
     ccoip_mstate_t state;
+    bool pending_vote; /* in pcclArePeersPending: beside `state`, since collectives and a relink of
+                          another thread of the peer may run meanwhile (PCCL's rule) */
     ccoip_uuid_t uuid;
     uint32_t peer_group;
     ccoip_inet_address_t addr; /* as the master saw the connection */
@@ -83,6 +85,7 @@ typedef struct ccoip_master_options_t {
      * 0 refuses every REJOIN. */
     uint64_t rejoin_window_ms;
     uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
+    bool strict_revisions; /* PCCL_STRICT=revision: a peer that synced gives its last revision + 1 */
 } ccoip_master_options_t;
 
 /* The admission rule on determinism fingerprints (docs/fingerprint.md; pccl-master --fingerprint). */
@@ -170,6 +173,9 @@ void ccoip_mfp_free(ccoip_master_state_t *st);
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
 void ccoip_mcoll_on_leave(ccoip_master_state_t *st, const ccoip_mclient_t *gone);
+/* The group's ring is going away (a member left, or voted to relink): every member is stale,
+ * waiting collectives are refused, running ones aborted (their outcome: failed for all). */
+void ccoip_mcoll_break_group(ccoip_master_state_t *st, uint32_t group);
 /* The group's ring went stale: every member waiting for the others to start a collective gets
  * COMMENCE(failed) now (an INIT while stale gets it at once, too). */
 void ccoip_mcoll_refuse_waiting(ccoip_master_state_t *st, uint32_t group);

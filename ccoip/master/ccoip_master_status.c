@@ -63,10 +63,11 @@ static size_t in_flight(const ccoip_master_state_t *st, uint32_t g) {
     return n;
 }
 
-static const char *state_name(ccoip_mstate_t s) {
-    static const char *const names[] = {"idle", "vote_accept", "connecting_p2p", "vote_pending", "vote_optimize",
+static const char *state_name(const ccoip_mclient_t *c) {
+    static const char *const names[] = {"idle", "vote_accept", "connecting_p2p", "vote_relink", "vote_optimize",
                                         "benchmarking"};
-    return (unsigned) s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+    if (c->state == CCOIP_MSTATE_IDLE && c->pending_vote) return "vote_pending";
+    return (unsigned) c->state < sizeof names / sizeof names[0] ? names[c->state] : "unknown";
 }
 
 size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t cap) {
@@ -112,7 +113,7 @@ size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t ca
         char uuid[33];
         for (int b = 0; b < 16; b++) snprintf(uuid + 2 * b, 3, "%02x", c->uuid.b[b]);
         put(&p, "pccl_master_peer_info{uuid=\"%s\",address=\"%s\",group=\"%u\",ring_position=\"%zu\",state=\"%s\"} 1\n",
-            uuid, c->name, c->peer_group, pos, state_name(c->state));
+            uuid, c->name, c->peer_group, pos, state_name(c));
     }
 
     /* The totals: one counter each, but for the collectives' outcomes under one name. */

@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
         else if (ok && strcmp(a, "--status") == 0) ok = want_status = ccoip_parse_address(v, 48147, &status_addr);
         else if (ok && strcmp(a, "--log-level") == 0) {
             int l = log_parse_level(v);
-            if ((ok = l >= 0)) log_set_level((log_level_t) l);
+            if ((ok = l != LOG_PARSE_FAILED)) log_set_level((log_level_t) l);
         } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
         else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
         else if (ok && strcmp(a, "--rejoin-window-s") == 0) ok = parse_seconds(v, &opt.rejoin_window_ms);

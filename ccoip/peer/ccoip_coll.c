@@ -121,8 +121,10 @@ bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p) {
     bool fresh = op != NULL && (p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE ? op->commence.type == 0 : op->done.type == 0);
     if (fresh && p->type == CCOIP_PKT_M2C_COLLECTIVE_COMMENCE) {
         op->commence = *p;
-        if (p->u.collective_commence.status == CCOIP_RESULT_OK)
+        if (p->u.collective_commence.status == CCOIP_RESULT_OK) {
             assign_streams(comm, op, p->u.collective_commence.world, p->u.collective_commence.running);
+            atomic_fetch_add(&c->in_ring, 1); /* op_run's ring_ended gives it back */
+        }
     } else if (fresh) {
         op->done = *p;
     }
@@ -265,6 +267,18 @@ static void turn_release(pcclComm_t *comm, ccoip_op_t *op) {
     bump(&c->turns);
 }
 
+/* The ring of an op that commenced is over (ran, failed or never started): see in_ring. */
+static void ring_ended(pcclComm_t *comm) {
+    if (atomic_fetch_sub_explicit(&comm->colls.in_ring, 1, memory_order_acq_rel) == 1)
+        tpark_wake_all((const uint32_t *) &comm->colls.in_ring);
+}
+
+void ccoip_rings_drain(pcclComm_t *comm) {
+    _Atomic uint32_t *w = &comm->colls.in_ring;
+    for (uint32_t n; (n = atomic_load_explicit(w, memory_order_acquire)) != 0;)
+        tpark_wait((const uint32_t *) w, n, 100 * 1000 * 1000);
+}
+
 /* ---- one op, start to end ------------------------------------------------------------------ */
 
 /* Waits until the routed reply (COMMENCE or DONE) is there; false when the master link is gone. */
@@ -309,6 +323,7 @@ static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, 
 static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     const pcclReduceDescriptor_t *d = &op->desc;
     memset(&op->info, 0, sizeof op->info);
+    op->epoch = atomic_load(&comm->round_epoch);
     ccoip_packet_t p, r;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
@@ -333,7 +348,9 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                            "(a peer in another call, or stalled?)", op_name(op), (unsigned long long) op->tag);
             op->result = pcclCollectiveTimeout;
         } else {
-            LOG_WARN(MOD, "%s: a peer left since the last topology update; call pcclUpdateTopology", op_name(op));
+            LOG_WARN(MOD, "%s: collective %llu refused: a peer left since the last topology round%s", op_name(op),
+                     (unsigned long long) op->tag,
+                     comm->strict_topology ? "; call pcclUpdateTopology" : " (the ring is relinked; retry it)");
             op->result = pcclRankConnectionLost;
         }
         return;
@@ -365,6 +382,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
         if (ready) rc = run_ring(comm, op, &rp, &stats);
     }
     turn_release(comm, op);
+    ring_ended(comm);
     if (rc != REDUCE_OK) {
         LOG_WARN(MOD, "%s: collective %llu failed locally: %s", op_name(op), (unsigned long long) op->tag,
                  reduce_strerror(rc));
@@ -494,11 +512,12 @@ void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op) {
     pthread_mutex_unlock(&comm->colls.lock);
 }
 
-pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info) {
+pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, ccoip_op_t **out) {
     ccoip_colls_t *c = &comm->colls;
     pthread_mutex_lock(&c->lock);
     ccoip_op_t *op = find_op(c, tag);
-    if (op == NULL || !op->async) {
+    *out = NULL;
+    if (op == NULL || !op->async || op->awaited) {
         pthread_mutex_unlock(&c->lock);
         LOG_ERROR(MOD, "pcclAwaitAsyncReduce: no async all-reduce with tag %llu is in flight",
                   (unsigned long long) tag);
@@ -510,11 +529,10 @@ pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *in
         tpark_wait((const uint32_t *) &op->word, seen, -1);
         pthread_mutex_lock(&c->lock);
     }
-    pcclResult_t res = op->result;
-    if (info != NULL) *info = op->info;
-    op->state = CCOIP_OP_FREE;
+    op->awaited = true; /* a second await of the tag meanwhile finds nothing */
     pthread_mutex_unlock(&c->lock);
-    return res;
+    *out = op;
+    return op->result;
 }
 
 void ccoip_colls_shutdown(pcclComm_t *comm) {

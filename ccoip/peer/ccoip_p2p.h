@@ -24,7 +24,7 @@ typedef struct ccoip_p2p_link_t {
     ccoip_uuid_t peer; /* the neighbour's UUID */
 } ccoip_p2p_link_t;
 
-#define CCOIP_P2P_MAX_STREAMS 16u /* p2p_connection_pool_size is capped here */
+#define CCOIP_P2P_MAX_STREAMS 64u /* p2p_connection_pool_size is capped here (PCCL takes 32) */
 
 typedef struct ccoip_p2p_links_t {
     uint64_t epoch; /* the topology round that made these links */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ccoip/net/ccoip_secret.h"
+#include "ccoip/net/ccoip_socket.h"
 #include "ccoip/peer/ccoip_peer.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
@@ -15,9 +16,13 @@
 
 typedef enum round_outcome_t { ROUND_OK, ROUND_FAILED, ROUND_MISMATCH, ROUND_LOST } round_outcome_t;
 
+/* A relink whose round fails (a neighbour could not be reached) is voted again this often. */
+#define RELINK_TRIES 10
+
 static round_outcome_t result_outcome(pcclComm_t *comm, const ccoip_topology_result_t *r) {
     if (r->status == CCOIP_RESULT_OK) {
         ccoip_world_store(comm, &r->world);
+        atomic_fetch_add(&comm->round_epoch, 1);
         return ROUND_OK;
     }
     return r->status == CCOIP_RESULT_MISMATCH ? ROUND_MISMATCH : ROUND_FAILED;
@@ -26,6 +31,7 @@ static round_outcome_t result_outcome(pcclComm_t *comm, const ccoip_topology_res
 /* Takes part in one topology round: links to the neighbours, reports, awaits the outcome. */
 static round_outcome_t round_body(pcclComm_t *comm, const ccoip_p2p_info_t *info) {
     ccoip_packet_t early;
+    ccoip_rings_drain(comm); /* a relink: ops of other threads may still end their rings */
     ccoip_data_close(comm); /* the data links' threads use the sockets that establish replaces */
     bool ok = ccoip_p2p_establish(comm, info, &early);
     if (early.type == CCOIP_PKT_M2C_TOPOLOGY_RESULT && early.u.topology_result.round == info->round)
@@ -144,25 +150,38 @@ pcclResult_t ccoip_peer_update_topology(pcclComm_t *comm) {
     return pcclMasterConnectionFailed;
 }
 
+/* All-reduces may run meanwhile, and relink the ring on other threads (PCCL's rule): the
+ * answer comes through its own slot, not the mailbox those use. */
 pcclResult_t ccoip_peer_are_peers_pending(pcclComm_t *comm, bool *pending) {
     if (atomic_load(&comm->master_lost)) return pcclMasterConnectionFailed;
     pcclResult_t res = send_vote(comm, CCOIP_PKT_C2M_VOTE_PENDING);
     if (res != pcclSuccess) return res;
-    for (;;) {
-        ccoip_packet_t r;
-        if (ccoip_link_wait_mail(comm, &r, -1) != CCOIP_OK) return pcclMasterConnectionFailed;
-        if (r.type == CCOIP_PKT_M2C_PENDING_RESULT) {
-            if (r.u.pending_result.status != CCOIP_RESULT_OK) {
-                LOG_ERROR(MOD, "pcclArePeersPending: other peers called a different collective "
-                               "(pcclUpdateTopology, or an all-reduce that gave up waiting for this peer?)");
-                return pcclInvalidUsage;
-            }
-            *pending = r.u.pending_result.pending != 0;
-            return pcclSuccess;
-        }
-        LOG_WARN(MOD, "ignoring %s from the master while awaiting the pending vote", ccoip_packet_name(r.type));
-        ccoip_packet_free(&r);
+    ccoip_pending_result_t r;
+    if (ccoip_link_wait_pending(comm, &r) != CCOIP_OK) return pcclMasterConnectionFailed;
+    if (r.status != CCOIP_RESULT_OK) {
+        LOG_ERROR(MOD, "pcclArePeersPending: other peers called a different collective "
+                       "(pcclOptimizeTopology, or an all-reduce that gave up waiting for this peer?)");
+        return pcclInvalidUsage;
     }
+    *pending = r.pending != 0;
+    return pcclSuccess;
+}
+
+/* PCCL's rule: an all-reduce that failed because the group changed relinks the ring among the
+ * remaining members (admitting nobody) before it returns, so that a plain retry runs. Ops that
+ * failed together relink once: a round that succeeded since `epoch` (the op's start) did it. */
+void ccoip_peer_relink_ring(pcclComm_t *comm, uint64_t epoch) {
+    pthread_mutex_lock(&comm->round_lock);
+    for (int tries = 0; tries < RELINK_TRIES && atomic_load(&comm->round_epoch) == epoch; tries++) {
+        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping) || atomic_load(&comm->world[1]) < 2) break;
+        if (send_vote(comm, CCOIP_PKT_C2M_VOTE_RELINK) != pcclSuccess) break;
+        round_outcome_t o = await_round(comm);
+        if (o == ROUND_OK) LOG_INFO(MOD, "ring relinked among %u peers after a failed all-reduce",
+                                    atomic_load(&comm->world[1]));
+        if (o != ROUND_FAILED) break; /* lost or refused: the next call says what is wrong */
+        ccoip_sleep_ms(10);
+    }
+    pthread_mutex_unlock(&comm->round_lock);
 }
 
 ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info) {

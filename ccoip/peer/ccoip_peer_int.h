@@ -71,6 +71,8 @@ typedef struct ccoip_op_t {
     int64_t wd_since_ms;
     bool wd_queued, wd_fired;
     void *prof_parent, *prof; /* profiler handles: its API call (sync ops), the collective */
+    uint64_t epoch; /* comm->round_epoch when it started: a failure relinks unless a round came since */
+    bool awaited;   /* pcclAwaitAsyncReduce has it (relinking, then freeing the slot) */
 } ccoip_op_t;
 
 /* The ops of a stream run one at a time, in COMMENCE order (the same on every peer): `serving`
@@ -93,6 +95,10 @@ typedef struct ccoip_colls_t {
     ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
     uint64_t tx_load[CCOIP_MAX_STREAMS], rx_load[CCOIP_MAX_STREAMS]; /* ccoip_stripe_take's charges */
     _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
+    /* Ops past a COMMENCE(ok) whose ring has not ended (counted on the link thread as the
+     * COMMENCE is routed, so before any later P2P_INFO): a topology round that ops of other
+     * threads may overlap (a relink) waits for 0 before it replaces the links. */
+    _Atomic uint32_t in_ring;
     _Atomic uint32_t timeout_ms; /* the collective timeout (PCCL_COLLECTIVE_TIMEOUT_MS) */
 } ccoip_colls_t;
 
@@ -152,6 +158,17 @@ struct pcclComm_t {
     ccoip_packet_t mail[CCOIP_MAILBOX_SIZE];
     int mail_head, mail_count;
     _Atomic uint32_t events;
+    /* M2C_PENDING_RESULT apart from the mailbox: pcclArePeersPending may wait on one thread while
+     * a failed all-reduce relinks the ring on another (PCCL's rule; docs/failures.md). */
+    bool pending_in;
+    ccoip_pending_result_t pending_reply;
+
+    /* Topology rounds: `round_epoch` counts the ones that succeeded; `round_lock` lets one
+     * relink (ccoip_peer_relink_ring) run at a time. `strict_topology` (PCCL_STRICT=topology):
+     * a failed all-reduce does not relink, the caller must call pcclUpdateTopology. */
+    _Atomic uint64_t round_epoch;
+    pthread_mutex_t round_lock;
+    bool strict_topology;
 
     /* The world as the master last reported it (pcclGetAttribute). */
     _Atomic uint32_t world[4];
@@ -224,9 +241,12 @@ pcclResult_t ccoip_op_claim(pcclComm_t *comm, const void *sendbuf, void *recvbuf
 pcclResult_t ccoip_op_claim_gated(pcclComm_t *comm, const void *sendbuf, void *recvbuf, const pcclReduceDescriptor_t *d,
                                   struct ccoip_gate_t *gate, ccoip_op_t **out);
 void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op);     /* INIT .. DONE; sets op->result, op->info */
-void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees a sync op's slot */
-/* Parks until the async op of `tag` finished, frees its slot, returns its result. */
-pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, pcclReduceInfo_t *info);
+void ccoip_op_release(pcclComm_t *comm, ccoip_op_t *op); /* frees an op's slot (sync, or awaited) */
+/* Parks until the async op of `tag` finished; *out is it (its slot stays taken: release it), or
+ * NULL with pcclInvalidArgument when no async op of that tag is in flight. */
+pcclResult_t ccoip_op_await(pcclComm_t *comm, uint64_t tag, ccoip_op_t **out);
+/* Parks until no op is between its COMMENCE and the end of its ring (colls.in_ring). */
+void ccoip_rings_drain(pcclComm_t *comm);
 /* ccoip_watchdog.c: the collective timeout. init reads PCCL_COLLECTIVE_TIMEOUT_MS (at creation);
  * tick, on the master-link thread, asks the master to abort every op that made no progress for
  * the timeout, and returns the ms until it wants to look again. */
@@ -257,6 +277,8 @@ void ccoip_link_note_revision(pcclComm_t *comm, uint64_t revision);
 /* Takes the oldest mailbox packet, waiting until deadline (<0: forever). CCOIP_ERR_CLOSED when
  * the master link broke since this thread's last send, or the communicator is stopping. */
 ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms);
+/* The same for the pending vote's reply, which bypasses the mailbox (pending_in). */
+ccoip_status_t ccoip_link_wait_pending(pcclComm_t *comm, ccoip_pending_result_t *out);
 void ccoip_world_store(pcclComm_t *comm, const ccoip_world_t *w);
 
 /* ccoip_peer_p2p.c */

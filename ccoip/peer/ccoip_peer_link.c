@@ -133,14 +133,35 @@ static bool mail_pop(pcclComm_t *comm, ccoip_packet_t *out) {
     return ok;
 }
 
-ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms) {
+/* The pending vote's reply, if it came (its own slot: see pcclComm_t.pending_in). */
+static bool pending_pop(pcclComm_t *comm, ccoip_pending_result_t *out) {
+    pthread_mutex_lock(&comm->mail_lock);
+    bool ok = comm->pending_in;
+    if (ok) *out = comm->pending_reply;
+    comm->pending_in = false;
+    pthread_mutex_unlock(&comm->mail_lock);
+    return ok;
+}
+
+static bool pending_push(pcclComm_t *comm, const ccoip_pending_result_t *r) {
+    pthread_mutex_lock(&comm->mail_lock);
+    bool ok = !comm->pending_in;
+    comm->pending_in = true;
+    comm->pending_reply = *r;
+    pthread_mutex_unlock(&comm->mail_lock);
+    if (ok) ccoip_peer_notify(comm);
+    return ok;
+}
+
+/* Waits until `take` finds what it wants (the mailbox's oldest packet, or the pending reply). */
+static ccoip_status_t wait_for(pcclComm_t *comm, bool (*take)(pcclComm_t *, void *), void *out, int64_t deadline_ms) {
     for (;;) {
         /* Read the word before looking: a push after the look changes it and ends the wait. */
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
         /* A reply that came before the link was lost for good still counts (a kick's RESULT comes
          * right before its BYE); one awaited across a reconnection never comes. */
         if (atomic_load(&comm->link_epoch) != tl_epoch || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
-        if (mail_pop(comm, out)) return CCOIP_OK;
+        if (take(comm, out)) return CCOIP_OK;
         if (atomic_load(&comm->master_lost)) return CCOIP_ERR_CLOSED;
         int64_t timeout_ns = -1;
         if (deadline_ms >= 0) {
@@ -150,6 +171,17 @@ ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64
         }
         tpark_wait((const uint32_t *) &comm->events, seen, timeout_ns);
     }
+}
+
+static bool take_mail(pcclComm_t *comm, void *out) { return mail_pop(comm, out); }
+static bool take_pending(pcclComm_t *comm, void *out) { return pending_pop(comm, out); }
+
+ccoip_status_t ccoip_link_wait_mail(pcclComm_t *comm, ccoip_packet_t *out, int64_t deadline_ms) {
+    return wait_for(comm, take_mail, out, deadline_ms);
+}
+
+ccoip_status_t ccoip_link_wait_pending(pcclComm_t *comm, ccoip_pending_result_t *out) {
+    return wait_for(comm, take_pending, out, -1);
 }
 
 static void link_lost(pcclComm_t *comm, const char *why) {
@@ -218,6 +250,8 @@ static bool relink(pcclComm_t *comm, const char *why) {
     atomic_fetch_add(&comm->link_epoch, 1); /* replies awaited now will never come */
     ccoip_packet_t stale;
     while (mail_pop(comm, &stale)) ccoip_packet_free(&stale);
+    ccoip_pending_result_t gone;
+    pending_pop(comm, &gone);
     if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
     ccoip_peer_notify(comm);
     pthread_mutex_lock(&comm->send_lock);
@@ -321,10 +355,15 @@ static void *link_main(void *arg) {
             /* to the op of its tag, not the mailbox */
             if (comm->router.route == NULL || !comm->router.route(comm, &p)) ccoip_packet_free(&p);
             break;
+        case CCOIP_PKT_M2C_PENDING_RESULT:
+            if (!pending_push(comm, &p.u.pending_result)) {
+                link_lost(comm, "the master answered a pending vote that was not asked");
+                return NULL;
+            }
+            break;
         case CCOIP_PKT_M2C_JOIN_RESPONSE:
         case CCOIP_PKT_M2C_P2P_INFO:
         case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
-        case CCOIP_PKT_M2C_PENDING_RESULT:
         case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
         case CCOIP_PKT_M2C_SHARED_STATE_DONE:
         case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:

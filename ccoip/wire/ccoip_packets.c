@@ -113,8 +113,8 @@ static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, stat
                                                 U8R(ccoip_pending_result_t, pending, 0, 1)};
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
 static const field_t collective_abort_fields[] = {U64(ccoip_collective_abort_t, tag)};
-static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round), U8R(ccoip_p2p_bind_t, stream, 0, 15),
-                                           U8R(ccoip_p2p_bind_t, streams, 1, 16)};
+static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round), U8R(ccoip_p2p_bind_t, stream, 0, 63),
+                                           U8R(ccoip_p2p_bind_t, streams, 1, 64)};
 static const field_t collective_init_fields[] = {
     U64(ccoip_collective_init_t, tag), U64(ccoip_collective_init_t, count),
     U8R(ccoip_collective_init_t, dtype, 0, 11), U8R(ccoip_collective_init_t, op, 0, 4),
@@ -149,7 +149,7 @@ static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
 static const layout_t ss_client_layout = {0, "client", sizeof(ccoip_ss_client_t), ss_client_fields,
                                           N(ss_client_fields), 0};
 static const field_t ss_result_fields[] = {
-    U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_STALE), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
+    U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_MIXED), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
     NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
     LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
     LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout)};
@@ -199,6 +199,7 @@ static const layout_t packet_layouts[] = {
     EMPTY(CCOIP_PKT_C2M_VOTE_ACCEPT, "C2M_VOTE_ACCEPT"),
     PACKET(CCOIP_PKT_C2M_P2P_ESTABLISHED, "C2M_P2P_ESTABLISHED", p2p_established_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_PENDING, "C2M_VOTE_PENDING"),
+    EMPTY(CCOIP_PKT_C2M_VOTE_RELINK, "C2M_VOTE_RELINK"),
     EMPTY(CCOIP_PKT_C2M_HEARTBEAT, "C2M_HEARTBEAT"),
     PACKET(CCOIP_PKT_M2C_JOIN_RESPONSE, "M2C_JOIN_RESPONSE", join_response_fields, 0),
     PACKET(CCOIP_PKT_M2C_P2P_INFO, "M2C_P2P_INFO", p2p_info_fields, 0),

@@ -31,8 +31,11 @@
  *    (ccoip_stripe.h), where version 4 took every stream of the pool
  * 6: an op takes the streams (a group, or one) handed the least work since the topology round
  *    (ccoip_coll.c, assign_streams), where version 5 gave the k-th op group k mod groups; and
- *    an op alone takes every stream the lane minimum allows (no cap of 4, CCOIP_STRIPE_MAX_LANES) */
-#define CCOIP_PROTOCOL_VERSION 6u
+ *    an op alone takes every stream the lane minimum allows (no cap of 4, CCOIP_STRIPE_MAX_LANES)
+ * 7: C2M_VOTE_RELINK (a topology round that admits nobody: a failed all-reduce's await, PCCL's
+ *    rule), a pcclArePeersPending vote beside other votes and collectives of the same peer, and
+ *    CCOIP_SS_MIXED (ENFORCE_POPULAR beside another strategy in one sync) */
+#define CCOIP_PROTOCOL_VERSION 7u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -52,6 +55,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_HEARTBEAT = 0x0105,
     CCOIP_PKT_C2M_REJOIN = 0x0106, /* instead of JOIN: a member back after losing the master */
     CCOIP_PKT_C2M_FINGERPRINT = 0x0107,  /* determinism fingerprint, between HELLO and JOIN (opt-in) */
+    CCOIP_PKT_C2M_VOTE_RELINK = 0x0108,  /* a failed all-reduce's await: relink, admit nobody */
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
@@ -277,7 +281,7 @@ typedef struct ccoip_collective_done_t {
 typedef struct ccoip_p2p_bind_t {
     uint64_t round;
     uint8_t stream;  /* this connection's index in the sender's pool, < streams */
-    uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..16 */
+    uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..64 */
 } ccoip_p2p_bind_t;
 
 /* ---- Shared state (pcclSynchronizeSharedState; ccoip/README.md "Shared state") ---- */
@@ -298,7 +302,8 @@ typedef enum ccoip_ss_status_t {
     CCOIP_SS_KICKED = 4,     /* SEND_ONLY without the popular content (`detail`); connection closed */
     CCOIP_SS_FAILED = 5,     /* the sync could not run (e.g. a duplicate tensor name) */
     CCOIP_SS_TIMEOUT = 6,    /* a member's watchdog ended the sync: not every member called it */
-    CCOIP_SS_STALE = 7       /* a member of the group is in a topology vote: vote too, then sync */
+    CCOIP_SS_STALE = 7,      /* a member of the group is in a topology vote: vote too, then sync */
+    CCOIP_SS_MIXED = 8       /* not ENFORCE_POPULAR while another member is; connection closed */
 } ccoip_ss_status_t;
 
 /* Every string on the wire is `u16 length | bytes`; decoded strings are malloc'd and

@@ -174,3 +174,16 @@ ccoip_status_t ccoip_frame_peek(const uint8_t *buf, size_t len, uint32_t max_pay
     *payload_len = n;
     return CCOIP_OK;
 }
+
+bool ccoip_strict(const char *value, const char *rule) {
+    size_t n = strlen(rule);
+    for (const char *p = value; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t) (end - p) : strlen(p);
+        if ((len == n && strncmp(p, rule, n) == 0) || (len == 3 && strncmp(p, "all", 3) == 0) ||
+            (len == 1 && *p == '1'))
+            return true;
+        p = end != NULL ? end + 1 : NULL;
+    }
+    return false;
+}

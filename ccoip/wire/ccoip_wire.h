@@ -72,4 +72,8 @@ bool ccoip_write_bytes(ccoip_writer_t *w, const void *p, size_t n);
 ccoip_status_t ccoip_frame_peek(const uint8_t *buf, size_t len, uint32_t max_payload, uint16_t *type,
                                 uint32_t *payload_len);
 
+/* Whether PCCL_STRICT's value (a comma list; "all" or "1" for every rule; NULL: none) turns on
+ * `rule` ("revision", "topology"): our stricter rules, off by default (docs/pccl-compat.md). */
+bool ccoip_strict(const char *value, const char *rule);
+
 #endif /* CCOIP_WIRE_H */

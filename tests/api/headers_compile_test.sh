@@ -5,7 +5,7 @@ set -u
 inc=$(dirname "$(readlink -f "$TEST_SRCDIR/$TEST_WORKSPACE/include/pccl.h")")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf '#include "pccl.h"\n#include "ccoip_inet.h"\n#include "pccl.h"\n#include "pccl_profiler.h"\n#include "pccl_profiler.h"\nint main(void) { pcclResult_t r = pcclSuccess; return (int) r; }\n' > "$tmp/t.c"
+printf '#include "pccl.h"\n#include "ccoip.h"\n#include "ccoip.h"\n#include "ccoip_inet.h"\n#include "pccl.h"\n#include "pccl_profiler.h"\n#include "pccl_profiler.h"\nint main(void) { pcclResult_t r = pcclSuccess; return (int) r; }\n' > "$tmp/t.c"
 cp "$tmp/t.c" "$tmp/t.cpp"
 fail=0
 run() {

@@ -8,17 +8,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/build/lib" "$tmp/build/include" "$tmp/build/bin"
 cp "$ws/libpccl.so" "$ws/libpccl.a" "$tmp/build/lib/"
-cp "$ws/include/pccl.h" "$ws/include/ccoip_inet.h" "$ws/include/pccl_profiler.h" "$tmp/build/include/"
+cp "$ws/include/pccl.h" "$ws/include/ccoip.h" "$ws/include/ccoip_inet.h" "$ws/include/pccl_profiler.h" "$tmp/build/include/"
 sh "$ws/tools/install.sh" "$tmp/prefix" "$tmp/build" 0.0.0-test || exit 1
 cat > "$tmp/hello.c" <<'C'
 #include <pccl.h>
 #include <pccl_profiler.h>
+#include <ccoip.h> /* PCCL's programs take the master's default port from it */
 #include <stdio.h>
 int main(void) {
     pcclBuildInfo_t info;
     if (pcclInit() != pcclSuccess) return 1;
     if (pcclGetBuildInfo(&info) != pcclSuccess) return 2;
-    printf("hello from libpccl (%s), cuda=%d\n", pcclResultString(pcclSuccess), (int) info.has_cuda_support);
+    printf("hello from libpccl (%s), cuda=%d, master port %d\n", pcclResultString(pcclSuccess),
+           (int) info.has_cuda_support, CCOIP_PROTOCOL_PORT_MASTER);
     return 0;
 }
 C

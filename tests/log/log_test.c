@@ -10,8 +10,18 @@ int main(void) {
     CHECK(log_parse_level("warn") == LOG_LEVEL_WARN);
     CHECK(log_parse_level("info") == LOG_LEVEL_INFO);
     CHECK(log_parse_level("debug") == LOG_LEVEL_DEBUG);
-    CHECK(log_parse_level("verbose") == -1);
-    CHECK(log_parse_level(NULL) == -1);
+    CHECK(log_parse_level("verbose") == LOG_PARSE_FAILED);
+    CHECK(log_parse_level(NULL) == LOG_PARSE_FAILED);
+    /* PCCL's names, any case (issue 28) */
+    CHECK(log_parse_level("TRACE") == LOG_LEVEL_DEBUG);
+    CHECK(log_parse_level("DEBUG") == LOG_LEVEL_DEBUG);
+    CHECK(log_parse_level("Info") == LOG_LEVEL_INFO);
+    CHECK(log_parse_level("WARN") == LOG_LEVEL_WARN);
+    CHECK(log_parse_level("ERR") == LOG_LEVEL_ERROR);
+    CHECK(log_parse_level("FATAL") == LOG_LEVEL_ERROR);
+    CHECK(log_parse_level("NONE") == LOG_LEVEL_NONE);
+    CHECK(log_parse_level("errors") == LOG_PARSE_FAILED);
+    CHECK(log_parse_level("") == LOG_PARSE_FAILED);
 
     unsetenv("PCCL_LOG_LEVEL");
     CHECK(log_enabled(LOG_LEVEL_WARN));  /* default warn */
@@ -41,5 +51,7 @@ int main(void) {
     CHECK(strlen(l1) > 25 && l1[4] == '-' && l1[10] == 'T' && l1[23] == 'Z');
     CHECK(strcmp(l1 + 24, " INFO test: hello 42\n") == 0 || strcmp(l1 + 25, "INFO test: hello 42\n") == 0);
     CHECK(strcmp(l2 + 25, "ERROR test: bye\n") == 0);
+    log_set_level(LOG_LEVEL_NONE);
+    CHECK(!log_enabled(LOG_LEVEL_ERROR));
     return check_exit();
 }

@@ -33,7 +33,7 @@ int main(void) {
     }
     clients[2].peer_group = 7;
     clients[3].id = 0; /* first in its group's ring */
-    clients[1].state = CCOIP_MSTATE_VOTE_PENDING;
+    clients[1].pending_vote = true;
     clients[0].colls[0] = (ccoip_mcoll_t){.phase = CCOIP_MCOLL_RUNNING, .desc = {.tag = 5}};
     clients[1].colls[3] = (ccoip_mcoll_t){.phase = CCOIP_MCOLL_COMPLETED, .desc = {.tag = 5}};
     clients[1].colls[4] = (ccoip_mcoll_t){.phase = CCOIP_MCOLL_WAITING, .desc = {.tag = 9}};

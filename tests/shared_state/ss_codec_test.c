@@ -147,10 +147,10 @@ static void test_malformed(void) {
     memcpy(trailing, sync, sizeof sync);
     trailing[sizeof sync] = 0;
     CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_SYNC, trailing, sizeof trailing) == CCOIP_ERR_INVALID);
-    /* RESULT: status 8; DONE: ok 2; HEADER: status 3. */
-    uint8_t res[27] = {8}; /* status, revision, expected, empty detail, no fetches, no clients */
+    /* RESULT: status 9; DONE: ok 2; HEADER: status 3. */
+    uint8_t res[27] = {CCOIP_SS_MIXED + 1}; /* status, revision, expected, empty detail, no fetches, no clients */
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_ERR_INVALID);
-    res[0] = CCOIP_SS_STALE;
+    res[0] = CCOIP_SS_MIXED;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);
     res[0] = 0;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);

@@ -133,11 +133,45 @@ static void test_popular_and_spread(void) {
     all_done(3);
 }
 
+/* PCCL's rule (the default): the sync's revision is the group's last + 1; a peer below it is
+ * dragged along (receives what differs, ends at it); above it is refused. */
 static void test_revisions(void) {
     reset(3);
     uint64_t h[1] = {5};
     for (int i = 0; i < 3; i++) sync(i, 10, 0, 1, h); /* any start */
     for (int i = 0; i < 3; i++) CHECK_EQ_U64(result(i)->revision, 10);
+    all_done(3);
+    sync(0, 11, 0, 1, h);
+    sync(1, 10, 0, 1, h); /* not advanced: behind, same content: dragged along, nothing moves */
+    sync(2, 13, 0, 1, h); /* too far */
+    CHECK_EQ_U64(result(0)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(1)->revision, 11);
+    CHECK_EQ_U64(result(1)->nfetch, 0);
+    CHECK_EQ_U64(result(2)->status, CCOIP_SS_REVISION);
+    CHECK_EQ_U64(result(2)->expected, 11);
+    all_done(3);
+    /* Peer 1 (at 11 now) and peer 2 (last good 10) give 0 and 11 with other content while peer 0
+     * gives 12: both are behind and receive; two behind peers agree, but only current peers vote. */
+    uint64_t other[1] = {6};
+    sync(0, 12, 0, 1, h);
+    sync(1, 0, 0, 1, other);
+    sync(2, 11, 0, 1, other);
+    CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(1)->revision, 12);
+    CHECK_EQ_U64(result(1)->nfetch, 1);
+    CHECK_EQ_U64(result(1)->fetch[0].hash, 5);
+    CHECK_EQ_U64(result(2)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(2)->nfetch, 1);
+    all_done(3);
+}
+
+/* PCCL_STRICT=revision: ours, a peer that synced before gives its last + 1. */
+static void test_revisions_strict(void) {
+    reset(3);
+    st.opt.strict_revisions = true;
+    uint64_t h[1] = {5};
+    for (int i = 0; i < 3; i++) sync(i, 10, 0, 1, h);
     all_done(3);
     sync(0, 11, 0, 1, h);
     sync(1, 10, 0, 1, h); /* not advanced */
@@ -148,16 +182,14 @@ static void test_revisions(void) {
     CHECK_EQ_U64(result(2)->status, CCOIP_SS_REVISION);
     CHECK_EQ_U64(result(2)->expected, 11);
     all_done(3);
-    /* Peer 1 and 2 (last good 10) give 11 while peer 0 gives 12: they are behind, and receive. */
+    /* Peers 1 and 2 (last good 10) give 11 while peer 0 gives 12: behind, they receive. */
     uint64_t other[1] = {6};
     sync(0, 12, 0, 1, h);
     sync(1, 11, 0, 1, other);
-    sync(2, 11, 0, 1, other); /* two behind peers agree, but only current peers vote */
+    sync(2, 11, 0, 1, other);
     CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
     CHECK_EQ_U64(result(1)->revision, 12);
-    CHECK_EQ_U64(result(1)->nfetch, 1);
     CHECK_EQ_U64(result(1)->fetch[0].hash, 5);
-    CHECK_EQ_U64(result(2)->nfetch, 1);
     all_done(3);
 }
 
@@ -165,8 +197,8 @@ static void test_strategies(void) {
     reset(3);
     uint64_t a[2] = {1, 2}, b[2] = {1, 3};
     sync(0, 0, 1, 2, a);
-    sync(1, 0, 0, 2, b);
-    sync(2, 0, 0, 2, b);
+    sync(1, 0, 2, 2, b);
+    sync(2, 0, 2, 2, b);
     CHECK_EQ_U64(result(0)->nfetch, 1);  /* receive-only: its own t1 counts for nothing */
     CHECK_EQ_U64(result(0)->nserve, 0);
     all_done(3);
@@ -177,7 +209,7 @@ static void test_strategies(void) {
     /* SEND_ONLY without the popular content: kicked (connection closed); with it: fine. */
     sync(0, 1, 2, 2, a);
     sync(1, 1, 2, 2, b);
-    sync(2, 1, 0, 2, b);
+    sync(2, 1, 2, 2, b);
     CHECK_EQ_U64(result(0)->status, CCOIP_SS_KICKED);
     CHECK(strcmp(result(0)->detail, "t1") == 0);
     CHECK(closed[0]);
@@ -187,6 +219,32 @@ static void test_strategies(void) {
     done(1, true);
     done(2, true);
     CHECK(last(1, CCOIP_PKT_M2C_SHARED_STATE_DONE) != NULL);
+}
+
+/* PCCL's rule: beside ENFORCE_POPULAR (0), SEND_ONLY (2) and RECEIVE_ONLY (1) peers are kicked,
+ * whatever their content; the popular ones go on. */
+static void test_mixed_strategies(void) {
+    reset(4);
+    uint64_t a[1] = {1};
+    sync(0, 0, 0, 1, a);
+    sync(1, 0, 0, 1, a);
+    sync(2, 0, 2, 1, a); /* same content: still kicked */
+    sync(3, 0, 1, 1, a);
+    CHECK_EQ_U64(result(0)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(2)->status, CCOIP_SS_MIXED);
+    CHECK_EQ_U64(result(3)->status, CCOIP_SS_MIXED);
+    CHECK(closed[2] && closed[3] && !closed[0] && !closed[1]);
+    done(0, true);
+    done(1, true);
+    CHECK(last(0, CCOIP_PKT_M2C_SHARED_STATE_DONE) != NULL);
+    /* Without ENFORCE_POPULAR, SEND_ONLY and RECEIVE_ONLY mix. */
+    reset(2);
+    sync(0, 0, 2, 1, a);
+    sync(1, 0, 1, 1, a);
+    CHECK_EQ_U64(result(0)->status, CCOIP_SS_OK);
+    CHECK_EQ_U64(result(1)->status, CCOIP_SS_OK);
+    all_done(2);
 }
 
 static void test_mismatch_duplicate_leave(void) {
@@ -277,7 +335,9 @@ int main(void) {
     test_popular_and_spread();
     test_abort();
     test_revisions();
+    test_revisions_strict();
     test_strategies();
+    test_mixed_strategies();
     test_mismatch_duplicate_leave();
     reset(0);
     ccoip_mstate_free(&st);
