@@ -14,6 +14,7 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->heartbeat_timeout_ms = 10000;
     o->round_timeout_ms = 30000;
     o->rejoin_window_ms = 60000;
+    o->rejoin_grace_ms = 3000;
     o->fingerprint_mode = CCOIP_FP_CHECK;
     o->strict_revisions = ccoip_strict(getenv("PCCL_STRICT"), "revision");
 }
@@ -93,6 +94,25 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     send_packet(st, c, &p);
 }
 
+/* A member that came in while the round ran (a REJOIN after a restart) has no links of it: its
+ * group stays stale for every member, so that every member's next collective is refused alike
+ * (and relinks with it), never one member's alone (issue 29, 2). */
+static void keep_stale_if_incomplete(ccoip_master_state_t *st) {
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *out = st->clients[i];
+        if (out->phase != CCOIP_MPHASE_ACCEPTED || out->in_round) continue;
+        bool group_in_round = false;
+        for (size_t k = 0; k < st->nclients && !group_in_round; k++)
+            group_in_round = st->clients[k]->in_round && st->clients[k]->peer_group == out->peer_group;
+        if (!group_in_round) continue; /* another group's relink: not its round */
+        LOG_INFO(MOD, "%s came into group %u during the round: the group's ring stays stale", out->name,
+                 out->peer_group);
+        for (size_t k = 0; k < st->nclients; k++)
+            if (st->clients[k]->phase == CCOIP_MPHASE_ACCEPTED && st->clients[k]->peer_group == out->peer_group)
+                st->clients[k]->ring_stale = true;
+    }
+}
+
 /* Ends the active round: on success the newcomers become accepted, then everyone learns the
  * outcome (with the world sizes after it). */
 static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
@@ -103,6 +123,7 @@ static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
                 st->clients[i]->phase = CCOIP_MPHASE_ACCEPTED;
                 st->clients[i]->ring_stale = false; /* its ring is whole again */
             }
+        keep_stale_if_incomplete(st);
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
@@ -336,6 +357,23 @@ static void refuse_round_votes(ccoip_master_state_t *st) {
     }
 }
 
+/* After a restart, whether a round should wait: a member reported a ring successor that has not
+ * rejoined yet, and the grace since the first REJOIN is not over (issue 29, 3: two members must
+ * not run a step of two while the other two are a few ms from rejoining). */
+static bool awaiting_rejoins(const ccoip_master_state_t *st) {
+    if (st->first_rejoin_ms == 0 || st->now_ms - st->first_rejoin_ms >= st->opt.rejoin_grace_ms) return false;
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || uuid_zero(&c->next)) continue;
+        bool back = false;
+        for (size_t k = 0; k < st->nclients && !back; k++)
+            back = st->clients[k]->phase == CCOIP_MPHASE_ACCEPTED &&
+                   memcmp(&st->clients[k]->uuid, &c->next, sizeof c->next) == 0;
+        if (!back) return true;
+    }
+    return false;
+}
+
 /* A group in which some member voted RELINK and every member RELINK or ACCEPT: it relinks on its
  * own (a failed all-reduce waits for its group, not for the others'). */
 static bool relink_ready(const ccoip_master_state_t *st, uint64_t *group) {
@@ -389,6 +427,7 @@ static void evaluate(ccoip_master_state_t *st) {
         finish_round(st, ok, "a peer could not connect to its neighbours");
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
+    if (awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
     size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
@@ -639,6 +678,7 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     }
     c->phase = CCOIP_MPHASE_ACCEPTED;
     c->next = rj->next;
+    if (st->first_rejoin_ms == 0) st->first_rejoin_ms = st->now_ms > 0 ? st->now_ms : 1;
     if (rj->round > st->round_floor) st->round_floor = rj->round; /* p2p links tell rounds apart */
     send_join_response(st, c, CCOIP_JOIN_OK);
     LOG_INFO(MOD, "%s rejoined peer group %u as a member (shared-state revision %s%llu)", c->name, c->peer_group,
@@ -765,6 +805,11 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
     if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms) {
         finish_round(st, false, "round timed out");
         evaluate(st); /* votes that came during the round */
+    }
+    if (!st->round_active && st->first_rejoin_ms != 0 && !st->grace_over &&
+        now_ms - st->first_rejoin_ms >= st->opt.rejoin_grace_ms) {
+        st->grace_over = true; /* votes held for missing successors go on now */
+        evaluate(st);
     }
     ccoip_mbw_tick(st);
 }

@@ -84,6 +84,9 @@ typedef struct ccoip_master_options_t {
      * started (a restarted master cannot know the run's members) or after it dropped that UUID;
      * 0 refuses every REJOIN. */
     uint64_t rejoin_window_ms;
+    /* After REJOINs, the first topology round waits at most this long (from the first REJOIN)
+     * for the ring successors the members reported that have not rejoined yet (issue 29). */
+    uint64_t rejoin_grace_ms;
     uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
     bool strict_revisions; /* PCCL_STRICT=revision: a peer that synced gives its last revision + 1 */
 } ccoip_master_options_t;
@@ -113,6 +116,8 @@ typedef struct ccoip_master_state_t {
     size_t nclients, cap;
     uint64_t round;
     uint64_t round_floor; /* the highest round a REJOIN reported: new rounds are numbered above */
+    uint64_t first_rejoin_ms; /* when the first REJOIN came (0: none yet); rejoin_grace_ms counts from it */
+    bool grace_over;          /* the tick after the grace re-evaluated the votes */
     bool round_active;
     uint64_t round_started_ms;
     uint64_t now_ms;  /* the clock as of the last entry point */

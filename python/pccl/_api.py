@@ -761,5 +761,17 @@ class MasterNode(_Handle):
             self._running = False
         _check("pcclDestroyMaster", ptr)
 
+    def __del__(self):
+        """PCCL's rule: a running master that is dropped without close() (a script whose last
+        line is run()) keeps serving until it is interrupted, then is freed; close() and `with`
+        stop it at once."""
+        try:
+            if self._ptr is not None and self._running:
+                _fn("pcclMasterAwaitTermination")(self._ptr)
+                self._running = False
+            self.close()
+        except Exception:
+            pass
+
     def __repr__(self):
         return f"MasterNode({self.listen_address!r}{', closed' if self.closed else ''})"

@@ -148,3 +148,29 @@ def test_python_m_pccl_master():
         assert "shutting down" in out
     finally:
         kill_group(p)
+
+
+@pytest.mark.timeout(60)
+def test_dropped_running_master_keeps_serving(tmp_path):
+    """PCCL's rule, which its master scripts rely on (run() is their last line): dropping a running
+    MasterNode does not stop it; the process serves peers until it is killed."""
+    import subprocess, sys
+    port = free_port()
+    script = tmp_path / "master.py"
+    script.write_text(
+        "import pccl\n"
+        "def main():\n"
+        f"    master = pccl.MasterNode('127.0.0.1:{port}')\n"
+        "    master.run()\n"
+        "    print('returned', flush=True)\n"
+        "main()\n")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "returned"
+        with pccl.Communicator(f"127.0.0.1:{port}") as c:
+            c.connect(n_attempts=20)
+            assert c.get_attribute(pccl.Attribute.GLOBAL_WORLD_SIZE) == 1
+        assert p.poll() is None  # still serving
+    finally:
+        p.kill()
+        p.wait()

@@ -257,9 +257,117 @@ static void test_running_count(void) {
     CHECK_EQ_U64(commence_running(0), 0);
 }
 
+/* PCCL's rule (issue 28): a failed all-reduce votes RELINK. The vote breaks its group (what runs is
+ * aborted, what waits refused); the round of that group alone starts when every member voted
+ * relink or update, admits nobody, and the update voters' calls end with it. */
+static void test_relink(void) {
+    reset(5);
+    clients[3].peer_group = 1; /* another group: not waited for, not relinked */
+    clients[4].phase = CCOIP_MPHASE_REGISTERED; /* a newcomer waiting for admission */
+    init(0, 1);
+    init(1, 1);
+    init(2, 1);
+    CHECK_EQ_U64(commence_status(0), CCOIP_RESULT_OK);
+    vote(0, CCOIP_PKT_C2M_VOTE_RELINK);
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_COLLECTIVE_ABORT), 1);
+    CHECK(clients[1].ring_stale && clients[2].ring_stale && !clients[3].ring_stale);
+    init(1, 2); /* refused at once: the ring goes away */
+    CHECK_EQ_U64(commence_status(1), CCOIP_RESULT_FAILED);
+    vote(1, CCOIP_PKT_C2M_VOTE_RELINK);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_P2P_INFO), 0);
+    vote(2, CCOIP_PKT_C2M_VOTE_ACCEPT); /* between steps: the relink takes it */
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_P2P_INFO), 1);
+    CHECK_EQ_U64(got(3, CCOIP_PKT_M2C_P2P_INFO), 0);
+    CHECK_EQ_U64(got(4, CCOIP_PKT_M2C_P2P_INFO), 0);
+    finish_round(3);
+    for (int i = 0; i < 3; i++) {
+        const ccoip_packet_t *t = last_of(i, CCOIP_PKT_M2C_TOPOLOGY_RESULT);
+        REQUIRE(t != NULL);
+        CHECK_EQ_U64(t->u.topology_result.status, CCOIP_RESULT_OK);
+        CHECK_EQ_U64(t->u.topology_result.world.group_world_size, 3);
+        CHECK(!clients[i].ring_stale);
+    }
+    CHECK_EQ_U64(clients[4].phase, CCOIP_MPHASE_REGISTERED); /* still waiting */
+}
+
+/* pcclArePeersPending beside the peer's own relink (another thread) and collectives: a flag of its
+ * own. A member that asks while its group waits for it in a relink hears "pending" at once. */
+static void test_pending_beside_relink(void) {
+    reset(3);
+    vote(0, CCOIP_PKT_C2M_VOTE_PENDING);
+    init(0, 1); /* an all-reduce of the same peer meanwhile: fine */
+    vote(0, CCOIP_PKT_C2M_VOTE_RELINK);
+    vote(1, CCOIP_PKT_C2M_VOTE_RELINK);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_PENDING_RESULT), 0);
+    vote(2, CCOIP_PKT_C2M_VOTE_PENDING); /* its group waits for it: told to vote */
+    const ccoip_packet_t *p = last_of(2, CCOIP_PKT_M2C_PENDING_RESULT);
+    REQUIRE(p != NULL);
+    CHECK_EQ_U64(p->u.pending_result.pending, 1);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_PENDING_RESULT), 0); /* peer 0's question is still open */
+    vote(2, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_P2P_INFO), 1);
+    finish_round(3);
+    vote(1, CCOIP_PKT_C2M_VOTE_PENDING);
+    vote(2, CCOIP_PKT_C2M_VOTE_PENDING);
+    for (int i = 0; i < 3; i++) {
+        p = last_of(i, CCOIP_PKT_M2C_PENDING_RESULT);
+        REQUIRE(p != NULL);
+        CHECK_EQ_U64(p->u.pending_result.status, CCOIP_RESULT_OK);
+        CHECK_EQ_U64(p->u.pending_result.pending, 0);
+    }
+}
+
+/* issue 29, 3: after a restart the first round waits (up to rejoin_grace_ms from the first REJOIN)
+ * for the ring successors the rejoined members reported. */
+static void test_round_waits_for_reported_successors(void) {
+    reset(3);
+    memset(clients[0].next.b, 2, 16); /* peer0 -> peer1 (back) */
+    memset(clients[1].next.b, 9, 16); /* peer1 -> a member not back yet */
+    st.first_rejoin_ms = 1;
+    for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_P2P_INFO), 0);
+    ccoip_mstate_tick(&st, 1 + st.opt.rejoin_grace_ms - 1);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_P2P_INFO), 0);
+    ccoip_mstate_tick(&st, 1 + st.opt.rejoin_grace_ms); /* it never came: go on without it */
+    for (int i = 0; i < 3; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_P2P_INFO), 1);
+    /* ... and when it does come in time, at once. */
+    reset(3);
+    memset(clients[1].next.b, 9, 16);
+    st.first_rejoin_ms = 1;
+    for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    CHECK_EQ_U64(got(0, CCOIP_PKT_M2C_P2P_INFO), 0);
+    REQUIRE(ccoip_mstate_add(&st, &clients[3], 1));
+    clients[3].phase = CCOIP_MPHASE_ACCEPTED; /* as on_rejoin makes it */
+    memset(clients[3].uuid.b, 9, 16);
+    snprintf(clients[3].name, sizeof clients[3].name, "peer3");
+    vote(3, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    for (int i = 0; i < 4; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_P2P_INFO), 1);
+}
+
+/* issue 29, 2: a member that came in while the round ran keeps its group stale for everyone, so
+ * that all members' next collectives are refused alike (never its alone). */
+static void test_member_arrives_mid_round(void) {
+    reset(3);
+    for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    REQUIRE(ccoip_mstate_add(&st, &clients[3], 1));
+    clients[3].phase = CCOIP_MPHASE_ACCEPTED;
+    memset(clients[3].uuid.b, 4, 16);
+    snprintf(clients[3].name, sizeof clients[3].name, "peer3");
+    finish_round(3);
+    for (int i = 0; i < 4; i++) CHECK(clients[i].ring_stale);
+    for (int i = 0; i < 4; i++) {
+        init(i, 9);
+        CHECK_EQ_U64(commence_status(i), CCOIP_RESULT_FAILED);
+    }
+}
+
 int main(void) {
     test_whole_group();
     test_running_count();
+    test_relink();
+    test_pending_beside_relink();
+    test_round_waits_for_reported_successors();
+    test_member_arrives_mid_round();
     test_member_arrives_mid_collective();
     test_broken_group_converges();
     test_pending_meets_update();

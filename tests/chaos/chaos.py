@@ -22,6 +22,7 @@ that holds the state always survives a fault (else the run would restart from ze
 Children start with SIGPIPE at its default action (subprocess restores it), as a shell would.
 Prints one summary line; exit status 0 only with no hang, no divergence, no master crash, no
 unexpected peer exit, and the run finished.
+--style pccl: every peer retries a failed all-reduce at once, as PCCL's examples do (issue 28).
 Usage: chaos.py --master PCCL_MASTER --peer CHAOS_PEER [--peers 4] [--steps 60] [--seed 1] ...
 """
 import argparse
@@ -48,7 +49,7 @@ class Peer:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(
                 [run.args.peer, "127.0.0.1:%d" % run.port, str(run.args.steps), str(run.args.state_floats),
-                 str(run.args.reduce_floats)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+                 str(run.args.reduce_floats)] + (["pccl"] if run.args.style == "pccl" else []), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
         self.born = time.monotonic()
         self.admitted = False
         self.phase = None
@@ -358,6 +359,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the logs also when the run passes")
     ap.add_argument("--csv", default=None, help="append name,value,unit rows here")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--style", choices=["readme", "pccl"], default="readme",
+                    help="how every peer retries a failed all-reduce: pcclUpdateTopology first (README), or "
+                         "at once on the relinked ring (PCCL's examples)")
     args = ap.parse_args()
     run = Run(args)
     t0 = time.monotonic()
@@ -373,10 +377,10 @@ def main():
     good = (ok and run.hangs == 0 and run.divergences == 0 and not run.bad_exits and master_rc == 0
             and run.max_step == args.steps and done >= 2)
     keep = not good or args.keep
-    print("chaos: seed %d, %d peers x %d steps (state 2 x %d floats, 4 x %d-float all-reduces): "
+    print("chaos: seed %d%s, %d peers x %d steps (state 2 x %d floats, 4 x %d-float all-reduces): "
           "faults injected %d (%s), survived %d, retries %d, hangs %d, divergences %d, master crashes %d, "
           "unexpected peer exits %d, peers finished %d, max step %d, %.1f s%s" %
-          (args.seed, args.peers, args.steps, args.state_floats, args.reduce_floats, faults,
+          (args.seed, " (PCCL-style retries)" if args.style == "pccl" else "", args.peers, args.steps, args.state_floats, args.reduce_floats, faults,
            " ".join("%s %d" % (k, v) for k, v in run.injected.items()), survived, run.retries, run.hangs,
            run.divergences, int(run.master_died), len(run.bad_exits), done, run.max_step, wall,
            " (logs: %s)" % run.out if keep else ""), flush=True)

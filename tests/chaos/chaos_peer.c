@@ -1,9 +1,12 @@
 /* chaos_peer: one training peer of the chaos run (issue 15, part 3), over pccl.h only.
- *   chaos_peer MASTER_IP:PORT STEPS STATE_FLOATS REDUCE_FLOATS
+ *   chaos_peer MASTER_IP:PORT STEPS STATE_FLOATS REDUCE_FLOATS [pccl]
  * Each step, as README's training loop: a pending vote (pcclUpdateTopology when peers wait), a
  * shared-state sync of two float32 tensors of STATE_FLOATS plus a step counter, 4 async
  * all-reduces of REDUCE_FLOATS, a deterministic update of the weights. After any failure:
  * pcclUpdateTopology (again while it fails), then the step again (docs/group-state-machine.md).
+ * "pccl": the all-reduces retry as PCCL's examples do: after pcclRankConnectionLost the same
+ * all-reduces again at once (the failed ones relinked the ring), no pcclUpdateTopology; newcomers
+ * come in at the next step's pending vote. Every peer of a run uses the same style.
  * Lines on stdout, for the orchestrator (chaos.py):
  *   "admitted"                       pcclConnect returned
  *   "phase vote|sync|reduce STEP"    entering a call (so faults can land inside it)
@@ -26,6 +29,7 @@
 #define NREDUCE 4
 
 static pcclComm_t *comm;
+static bool pccl_style;
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -65,6 +69,27 @@ static void recover(const char *call, pcclResult_t why, uint64_t step) {
     if (r != pcclSuccess) fatal("pcclUpdateTopology", r);
 }
 
+/* The step's NREDUCE all-reduces at once (y = sum of x); the first failure, or success. */
+static pcclResult_t reduce_all(const float *x, float *y, size_t nr, uint32_t *worlds) {
+    pcclAsyncReduceOp_t ops[NREDUCE];
+    pcclResult_t started[NREDUCE], res = pcclSuccess;
+    for (int k = 0; k < NREDUCE; k++) {
+        pcclReduceDescriptor_t desc = {.count = nr, .op = pcclSum, .tag = (uint64_t) k,
+                                       .src_descriptor = {.datatype = pcclFloat},
+                                       .quantization_options = {.quantized_datatype = pcclFloat}};
+        started[k] = pcclAllReduceAsync(x + k * nr, y + k * nr, &desc, comm, &ops[k]);
+        if (started[k] != pcclSuccess && res == pcclSuccess) res = started[k];
+    }
+    for (int k = 0; k < NREDUCE; k++) {
+        if (started[k] != pcclSuccess) continue;
+        pcclReduceInfo_t info = {0, 0, 0};
+        pcclResult_t rk = pcclAwaitAsyncReduce(&ops[k], &info);
+        worlds[k] = info.local_world_size;
+        if (rk != pcclSuccess && res == pcclSuccess) res = rk;
+    }
+    return res;
+}
+
 static uint64_t hash_words(uint64_t h, const void *p, size_t bytes) {
     const uint64_t *w = p;
     for (size_t i = 0; i < bytes / 8; i++) {
@@ -77,10 +102,11 @@ static uint64_t hash_words(uint64_t h, const void *p, size_t bytes) {
 
 int main(int argc, char **argv) {
     unsigned a, b, c, d, port;
-    if (argc != 5 || sscanf(argv[1], "%u.%u.%u.%u:%u", &a, &b, &c, &d, &port) != 5) {
-        fprintf(stderr, "usage: chaos_peer MASTER_IP:PORT STEPS STATE_FLOATS REDUCE_FLOATS\n");
+    if (argc < 5 || argc > 6 || sscanf(argv[1], "%u.%u.%u.%u:%u", &a, &b, &c, &d, &port) != 5) {
+        fprintf(stderr, "usage: chaos_peer MASTER_IP:PORT STEPS STATE_FLOATS REDUCE_FLOATS [pccl]\n");
         return 2;
     }
+    pccl_style = argc == 6 && strcmp(argv[5], "pccl") == 0;
     uint64_t steps = strtoull(argv[2], NULL, 10);
     size_t ns = strtoull(argv[3], NULL, 10), nr = strtoull(argv[4], NULL, 10);
     if (ns < 8 || ns % 2 || nr < 1) return 2;
@@ -129,23 +155,10 @@ int main(int argc, char **argv) {
         say("phase reduce %llu", (unsigned long long) step);
         for (int k = 0; k < NREDUCE; k++)
             for (size_t i = 0; i < nr; i++) x[k * nr + i] = (float) ((step * 7 + (uint64_t) k * 3 + i) % 17);
-        pcclAsyncReduceOp_t ops[NREDUCE];
-        pcclResult_t started[NREDUCE], res = pcclSuccess;
-        for (int k = 0; k < NREDUCE; k++) {
-            pcclReduceDescriptor_t desc = {.count = nr, .op = pcclSum, .tag = (uint64_t) k,
-                                           .src_descriptor = {.datatype = pcclFloat},
-                                           .quantization_options = {.quantized_datatype = pcclFloat}};
-            started[k] = pcclAllReduceAsync(x + k * nr, y + k * nr, &desc, comm, &ops[k]);
-            if (started[k] != pcclSuccess && res == pcclSuccess) res = started[k];
-        }
         uint32_t worlds[NREDUCE] = {0};
-        for (int k = 0; k < NREDUCE; k++) {
-            if (started[k] != pcclSuccess) continue;
-            pcclReduceInfo_t info = {0, 0, 0};
-            pcclResult_t rk = pcclAwaitAsyncReduce(&ops[k], &info);
-            worlds[k] = info.local_world_size;
-            if (rk != pcclSuccess && res == pcclSuccess) res = rk;
-        }
+        pcclResult_t res;
+        while ((res = reduce_all(x, y, nr, worlds)) == pcclRankConnectionLost && pccl_style)
+            say("retry pcclAllReduceAsync %d %llu", (int) res, (unsigned long long) step);
         if (res != pcclSuccess) {
             recover("pcclAllReduceAsync", res, step);
             continue;
