@@ -124,6 +124,12 @@ static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
                 st->clients[i]->ring_stale = false; /* its ring is whole again */
             }
         keep_stale_if_incomplete(st);
+    } else {
+        /* The participants dropped their old links for this round's: no ring until the next one
+         * succeeds, so collectives are refused at once rather than hang (issue 30, 1). */
+        for (size_t i = 0; i < st->nclients; i++)
+            if (st->clients[i]->in_round && st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED)
+                st->clients[i]->ring_stale = true;
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];

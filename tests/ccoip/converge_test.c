@@ -344,6 +344,27 @@ static void test_round_waits_for_reported_successors(void) {
     for (int i = 0; i < 4; i++) CHECK_EQ_U64(got(i, CCOIP_PKT_M2C_P2P_INFO), 1);
 }
 
+/* issue 30, 1: a round that failed leaves its participants without links: their collectives are
+ * refused at once, not left to hang until the collective timeout. */
+static void test_failed_round_is_stale(void) {
+    reset(3);
+    for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    for (int i = 0; i < 3; i++) {
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
+        p.u.p2p_established = (ccoip_p2p_established_t){st.round, i != 1};
+        feed(i, &p);
+    }
+    const ccoip_packet_t *t = last_of(0, CCOIP_PKT_M2C_TOPOLOGY_RESULT);
+    REQUIRE(t != NULL);
+    CHECK_EQ_U64(t->u.topology_result.status, CCOIP_RESULT_FAILED);
+    for (int i = 0; i < 3; i++) {
+        init(i, 4);
+        CHECK_EQ_U64(commence_status(i), CCOIP_RESULT_FAILED);
+    }
+}
+
 /* issue 29, 2: a member that came in while the round ran keeps its group stale for everyone, so
  * that all members' next collectives are refused alike (never its alone). */
 static void test_member_arrives_mid_round(void) {
@@ -368,6 +389,7 @@ int main(void) {
     test_pending_beside_relink();
     test_round_waits_for_reported_successors();
     test_member_arrives_mid_round();
+    test_failed_round_is_stale();
     test_member_arrives_mid_collective();
     test_broken_group_converges();
     test_pending_meets_update();
