@@ -446,7 +446,7 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
     fprintf(stderr, "cuda_bench: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
     cudaStream_t stream;
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const size_t sizes[] = {32 * MiB, 256 * MiB, 1024 * MiB};
+    const size_t sizes[] = {4 * MiB, 16 * MiB, 32 * MiB, 256 * MiB, 1024 * MiB};
     bool model_only = false;
     for (int i = 1; i < argc; i++) model_only |= strcmp(argv[i], "--model") == 0;
     if (!model_only)

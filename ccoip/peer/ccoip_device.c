@@ -2,13 +2,84 @@
 #include "ccoip/peer/ccoip_device.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log/log.h"
 
 #define MOD "pccl"
-#define PIECE_BYTES ((size_t) 4 << 20)      /* one cudaMemcpyAsync */
-#define LOOKAHEAD_BYTES ((size_t) 16 << 20) /* device->host copies queued ahead of the ring */
+/* Device->host pieces grow from FIRST_PIECE, doubling, to PIECE_BYTES: the ring waits only for
+ * the first small piece before it starts, and later pieces cost few API calls. */
+#define FIRST_PIECE ((size_t) 256 << 10)
+#define PIECE_BYTES ((size_t) 4 << 20)
+#define MAX_PIECES ((size_t) 448) /* larger inputs get larger pieces */
+/* Host->device ranges: bytes / OUT_PARTS, within these bounds (the last one is the tail that
+ * the op waits for after its ring). */
+#define OUT_PARTS 32
+#define OUT_MIN ((size_t) 512 << 10)
+#define OUT_MAX ((size_t) 4 << 20)
+
+struct pccl_device_kit {
+    pccl_device_kit_t *next;
+    void *stream_in, *stream_out;
+    void *caller_done; /* recorded on the legacy default stream; stream_in waits for it */
+    void **events;     /* one per device->host piece */
+    size_t *ends;      /* piece i ends at input-order position ends[i] */
+    size_t cap;
+};
+
+/* Streams and events cost tens of microseconds to make: ops take a kit from this list and give
+ * it back. Kits live as long as the process. */
+static pthread_mutex_t kits_lock = PTHREAD_MUTEX_INITIALIZER;
+static pccl_device_kit_t *kits_free;
+
+static void kit_put(pccl_device_kit_t *k) {
+    if (k == NULL) return;
+    pthread_mutex_lock(&kits_lock);
+    k->next = kits_free;
+    kits_free = k;
+    pthread_mutex_unlock(&kits_lock);
+}
+
+/* A kit with at least `pieces` events; NULL (logged) when CUDA or memory refuse. */
+static pccl_device_kit_t *kit_get(const cuda_table_t *cu, size_t pieces) {
+    pthread_mutex_lock(&kits_lock);
+    pccl_device_kit_t *k = kits_free;
+    if (k != NULL) kits_free = k->next;
+    pthread_mutex_unlock(&kits_lock);
+    cuda_status_t st = CUDA_OK;
+    if (k == NULL) {
+        k = calloc(1, sizeof *k);
+        if (k == NULL) return NULL;
+        st = cu->stream_create(&k->stream_in);
+        if (st == CUDA_OK) st = cu->stream_create(&k->stream_out);
+        if (st == CUDA_OK) st = cu->event_create(&k->caller_done);
+        if (st != CUDA_OK) {
+            LOG_ERROR(MOD, "all-reduce of device buffers: cannot create streams: %s", cu->status_string(st));
+            cu->stream_destroy(k->stream_in);
+            cu->stream_destroy(k->stream_out);
+            cu->event_destroy(k->caller_done);
+            free(k);
+            return NULL;
+        }
+    }
+    if (k->cap < pieces) {
+        void **ev = realloc(k->events, pieces * sizeof *ev);
+        if (ev != NULL) k->events = ev;
+        size_t *ends = ev != NULL ? realloc(k->ends, pieces * sizeof *ends) : NULL;
+        if (ends != NULL) k->ends = ends;
+        for (size_t i = k->cap; ends != NULL && i < pieces; i++) {
+            if ((st = cu->event_create(&k->events[i])) != CUDA_OK) break;
+            k->cap = i + 1;
+        }
+        if (k->cap < pieces) {
+            LOG_ERROR(MOD, "all-reduce of device buffers: cannot create %zu events", pieces);
+            kit_put(k);
+            return NULL;
+        }
+    }
+    return k;
+}
 
 pccl_buffer_kind_t pccl_buffers_kind(const void *sendbuf, const void *recvbuf) {
     const cuda_table_t *cu = cuda_table();
@@ -40,23 +111,48 @@ reduce_cache_t *pccl_pinned_cache(reduce_cache_t **slot, pthread_mutex_t *lock) 
     return c;
 }
 
+/* The k-th chunk of the ring's input order: chunk (rank - 1 - k) mod world. */
 static void chunk_of_order(const pccl_device_op_t *op, uint32_t k, size_t *start, size_t *len) {
     uint32_t c = (op->rank + 2 * op->world - 1 - k) % op->world;
     reduce_ring_chunk(op->count, op->esz, op->world, c, start, len);
 }
 
-/* The position in chunk order of byte `off`: (k, offset inside that chunk). */
-static void order_of(const pccl_device_op_t *op, size_t off, uint32_t *k, size_t *in_chunk) {
+/* The input-order position of byte `off`: the bytes of the chunks read before its own, plus its
+ * offset inside its chunk. */
+static size_t order_pos(const pccl_device_op_t *op, size_t off) {
     size_t e = off / op->esz, base = op->count / op->world, rem = op->count % op->world;
-    size_t c = e < rem * (base + 1) ? e / (base + 1) : rem + (e - rem * (base + 1)) / base;
-    size_t start, len;
-    reduce_ring_chunk(op->count, op->esz, op->world, (uint32_t) c, &start, &len);
-    *k = (op->rank + 2 * op->world - 1 - (uint32_t) c) % op->world;
-    *in_chunk = off - start;
+    uint32_t c = (uint32_t) (e < rem * (base + 1) ? e / (base + 1) : rem + (e - rem * (base + 1)) / base);
+    uint32_t first = (op->rank + op->world - 1) % op->world;
+    size_t start, len, fstart, flen;
+    reduce_ring_chunk(op->count, op->esz, op->world, c, &start, &len);
+    reduce_ring_chunk(op->count, op->esz, op->world, first, &fstart, &flen);
+    /* Chunks first, first-1, ..., c+1 lie just above c; past 0 the order wraps to world-1. */
+    size_t before = c <= first ? fstart + flen - (start + len) : fstart + flen + op->bytes - (start + len);
+    return before + (off - start);
 }
 
-static bool covered(uint32_t k_front, size_t off_front, uint32_t k, size_t end) {
-    return k < k_front || (k == k_front && end <= off_front);
+static size_t max_piece(size_t bytes) {
+    size_t p = (bytes + MAX_PIECES / 2 - 1) / (MAX_PIECES / 2);
+    return p > PIECE_BYTES ? p : PIECE_BYTES;
+}
+
+/* Walks the pieces in input order: calls fn for each (device offset, length, end position);
+ * returns how many there are, or stops early when fn returns false. */
+static size_t plan_pieces(pccl_device_op_t *op, bool (*fn)(pccl_device_op_t *, size_t, size_t, size_t, size_t)) {
+    size_t n = 0, pos = 0, big = max_piece(op->bytes);
+    for (uint32_t k = 0; k < op->world; k++) {
+        size_t start, len, at = 0;
+        chunk_of_order(op, k, &start, &len);
+        while (at < len) {
+            size_t want = n < 16 && (FIRST_PIECE << n) < big ? FIRST_PIECE << n : big;
+            size_t take = len - at < want ? len - at : want;
+            pos += take;
+            if (fn != NULL && !fn(op, n, start + at, take, pos)) return n;
+            at += take;
+            n++;
+        }
+    }
+    return n;
 }
 
 static bool copy_failed(pccl_device_op_t *op, const char *what, cuda_status_t st) {
@@ -65,62 +161,60 @@ static bool copy_failed(pccl_device_op_t *op, const char *what, cuda_status_t st
     return false;
 }
 
-/* Queues the next device->host piece in chunk order; false at the end or on failure. */
-static bool queue_piece(pccl_device_op_t *op) {
-    size_t start, len;
-    while (op->queued_k < op->world) {
-        chunk_of_order(op, op->queued_k, &start, &len);
-        if (op->queued_off < len) break;
-        op->queued_k++;
-        op->queued_off = 0;
-    }
-    if (op->queued_k >= op->world) return false;
-    size_t n = len - op->queued_off < PIECE_BYTES ? len - op->queued_off : PIECE_BYTES;
-    size_t at = start + op->queued_off;
-    cuda_status_t st = op->cu->memcpy_d2h_async(op->host + at, op->dev_in + at, n, op->stream_in);
+static bool queue_piece(pccl_device_op_t *op, size_t i, size_t off, size_t len, size_t end) {
+    pccl_device_kit_t *k = op->kit;
+    cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, len, k->stream_in);
+    if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
     if (st != CUDA_OK) return copy_failed(op, "device-to-host copy", st);
-    op->queued_off += n;
-    op->queued_bytes += n;
+    k->ends[i] = end;
+    op->pieces = i + 1;
     return true;
 }
 
 static int stage_input(void *ctx, size_t off, size_t len) {
     pccl_device_op_t *op = ctx;
-    uint32_t k;
-    size_t in_chunk;
-    order_of(op, off, &k, &in_chunk);
-    size_t end = in_chunk + len;
-    if (!covered(op->ready_k, op->ready_off, k, end)) {
-        while (!covered(op->queued_k, op->queued_off, k, end))
-            if (!queue_piece(op)) return -1;
-        cuda_status_t st = op->cu->stream_synchronize(op->stream_in);
-        if (st != CUDA_OK) {
-            copy_failed(op, "device-to-host copy", st);
-            return -1;
-        }
-        op->ready_k = op->queued_k;
-        op->ready_off = op->queued_off;
-        op->ready_bytes = op->queued_bytes;
+    if (op->failed) return -1;
+    if (len == 0) return 0;
+    size_t end = order_pos(op, off + len - 1) + 1, i = op->waited;
+    /* Lanes interleave their ranges: one may lie in a piece already waited for. */
+    if (i > 0 && op->kit->ends[i - 1] >= end) return 0;
+    while (i < op->pieces && op->kit->ends[i] < end) i++;
+    if (i >= op->pieces) {
+        LOG_ERROR(MOD, "all-reduce of device buffers: the ring asked for input past the end");
+        op->failed = true;
+        return -1;
     }
-    while (op->queued_bytes - op->ready_bytes < LOOKAHEAD_BYTES && queue_piece(op)) {
+    /* Copies on one stream finish in order: piece i done means every piece before it is too. */
+    cuda_status_t st = op->cu->event_synchronize(op->kit->events[i]);
+    if (st != CUDA_OK) {
+        copy_failed(op, "device-to-host copy", st);
+        return -1;
     }
-    return op->failed ? -1 : 0;
+    op->waited = i + 1;
+    return 0;
 }
 
 static bool flush_output(pccl_device_op_t *op) {
     if (op->out_len == 0) return true;
-    cuda_status_t st =
-        op->cu->memcpy_h2d_async(op->dev_out + op->out_off, op->host + op->out_off, op->out_len, op->stream_out);
+    cuda_status_t st = op->cu->memcpy_h2d_async(op->dev_out + op->out_off, op->host + op->out_off, op->out_len,
+                                                op->kit->stream_out);
     op->out_len = 0;
     return st == CUDA_OK || copy_failed(op, "host-to-device copy", st);
 }
 
 static int stage_output(void *ctx, size_t off, size_t len) {
     pccl_device_op_t *op = ctx;
-    if (op->out_len > 0 && off != op->out_off + op->out_len && !flush_output(op)) return -1;
-    if (op->out_len == 0) op->out_off = off;
-    op->out_len += len;
-    if (op->out_len >= PIECE_BYTES && !flush_output(op)) return -1;
+    if (op->out_len > 0 && off == op->out_off + op->out_len) {
+        op->out_len += len;
+    } else if (op->out_len > 0 && off + len == op->out_off) {
+        op->out_off = off;
+        op->out_len += len;
+    } else {
+        if (!flush_output(op)) return -1;
+        op->out_off = off;
+        op->out_len = len;
+    }
+    if (op->out_len >= op->out_piece && !flush_output(op)) return -1;
     return 0;
 }
 
@@ -137,45 +231,56 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
     op->dev_out = recvbuf;
     op->count = count;
     op->esz = esz;
+    op->bytes = count * esz;
     op->rank = rank;
     op->world = world;
-    op->host = reduce_cache_alloc(pinned, count * esz);
+    size_t out = op->bytes / OUT_PARTS;
+    op->out_piece = out < OUT_MIN ? OUT_MIN : out > OUT_MAX ? OUT_MAX : out;
+    op->host = reduce_cache_alloc(pinned, op->bytes);
     if (op->host == NULL) {
-        LOG_ERROR(MOD, "all-reduce of device buffers: no pinned host block of %zu bytes", count * esz);
+        LOG_ERROR(MOD, "all-reduce of device buffers: no pinned host block of %zu bytes", op->bytes);
         return pcclInternalError;
     }
-    /* Our streams are non-blocking: wait for the work the caller queued on the legacy default
-     * stream (PyTorch's default stream, and through it every blocking stream) that may still be
-     * writing sendbuf. */
-    cuda_status_t st = op->cu->stream_synchronize(NULL);
+    op->kit = kit_get(op->cu, plan_pieces(op, NULL) + 1);
+    if (op->kit == NULL) {
+        pccl_device_end(op, false);
+        return pcclInternalError;
+    }
+    /* Our streams are non-blocking: the copies wait (on the GPU, not here) for the work the
+     * caller queued on the legacy default stream (PyTorch's default stream, and through it every
+     * blocking stream), which may still be writing sendbuf. */
+    cuda_status_t st = op->cu->event_record(op->kit->caller_done, NULL);
+    if (st == CUDA_OK) st = op->cu->stream_wait_event(op->kit->stream_in, op->kit->caller_done);
     if (st != CUDA_OK) {
-        LOG_ERROR(MOD, "all-reduce of device buffers: waiting for the caller's GPU work failed: %s",
+        LOG_ERROR(MOD, "all-reduce of device buffers: ordering after the caller's GPU work failed: %s",
                   op->cu->status_string(st));
         pccl_device_end(op, false);
         return pcclInternalError;
     }
-    st = op->cu->stream_create(&op->stream_in);
-    if (st == CUDA_OK) st = op->cu->stream_create(&op->stream_out);
-    if (st != CUDA_OK) {
-        LOG_ERROR(MOD, "all-reduce of device buffers: cannot create streams: %s", op->cu->status_string(st));
+    /* Every piece now, in the order the ring reads them: the copy engine runs ahead of the ring
+     * as far as it can, and the ring waits only for the piece it needs. */
+    plan_pieces(op, queue_piece);
+    if (op->failed) {
         pccl_device_end(op, false);
         return pcclInternalError;
     }
-    op->hooks = (reduce_ring_stage_t){stage_input, stage_output, op};
+    op->hooks = (reduce_ring_stage_t){stage_input, stage_output, op, 1};
     return pcclSuccess;
 }
 
 bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
-    if (ring_ok) flush_output(op);
-    /* Copies in flight read or write the block: wait for them before it is reused. */
-    void *streams[2] = {op->stream_in, op->stream_out};
-    for (int i = 0; i < 2; i++) {
-        if (streams[i] == NULL) continue;
-        cuda_status_t st = op->cu->stream_synchronize(streams[i]);
-        if (st != CUDA_OK) copy_failed(op, i ? "host-to-device copy" : "device-to-host copy", st);
-        op->cu->stream_destroy(streams[i]);
+    if (op->kit != NULL) {
+        if (ring_ok && !op->failed) flush_output(op);
+        /* Copies in flight read or write the block: wait for them before it is reused. */
+        void *streams[2] = {op->kit->stream_out, op->kit->stream_in};
+        for (int i = 0; i < 2; i++) {
+            cuda_status_t st = op->cu->stream_synchronize(streams[i]);
+            if (st != CUDA_OK) copy_failed(op, i ? "device-to-host copy" : "host-to-device copy", st);
+        }
+        kit_put(op->kit);
+        op->kit = NULL;
     }
-    reduce_cache_free(op->pinned, op->host);
+    if (op->host != NULL) reduce_cache_free(op->pinned, op->host);
     op->host = NULL;
     return !op->failed;
 }

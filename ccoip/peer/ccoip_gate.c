@@ -325,7 +325,7 @@ const reduce_ring_stage_t *ccoip_gate_stage(ccoip_gate_t *g, uint32_t rank, uint
     atomic_store(&g->set->last_rank, rank);
     atomic_store(&g->set->last_world, world);
     g->in_plan = rank == g->rank && world == g->world;
-    g->hooks = (reduce_ring_stage_t){stage_input, stage_output, g};
+    g->hooks = (reduce_ring_stage_t){stage_input, stage_output, g, 1};
     return &g->hooks;
 }
 
