@@ -23,8 +23,10 @@ struct pccl_device_kit {
     pccl_device_kit_t *next;
     void *stream_in, *stream_out;
     void *caller_done; /* recorded on the legacy default stream; stream_in waits for it */
-    void **events;     /* one per device->host piece */
-    size_t *ends;      /* piece i ends at input-order position ends[i] */
+    void **events;     /* one per device->host piece, in queue order */
+    size_t *offs;      /* piece i starts at byte offs[i] of the buffer */
+    uint32_t *chunk;   /* and lies in chunk chunk[i] */
+    size_t *by_off;    /* queue indices of the pieces in offset order */
     size_t cap;
 };
 
@@ -66,9 +68,13 @@ static pccl_device_kit_t *kit_get(const cuda_table_t *cu, size_t pieces) {
     if (k->cap < pieces) {
         void **ev = realloc(k->events, pieces * sizeof *ev);
         if (ev != NULL) k->events = ev;
-        size_t *ends = ev != NULL ? realloc(k->ends, pieces * sizeof *ends) : NULL;
-        if (ends != NULL) k->ends = ends;
-        for (size_t i = k->cap; ends != NULL && i < pieces; i++) {
+        size_t *offs = ev != NULL ? realloc(k->offs, pieces * sizeof *offs) : NULL;
+        if (offs != NULL) k->offs = offs;
+        uint32_t *chunk = offs != NULL ? realloc(k->chunk, pieces * sizeof *chunk) : NULL;
+        if (chunk != NULL) k->chunk = chunk;
+        size_t *by_off = chunk != NULL ? realloc(k->by_off, pieces * sizeof *by_off) : NULL;
+        if (by_off != NULL) k->by_off = by_off;
+        for (size_t i = k->cap; by_off != NULL && i < pieces; i++) {
             if ((st = cu->event_create(&k->events[i])) != CUDA_OK) break;
             k->cap = i + 1;
         }
@@ -112,23 +118,10 @@ reduce_cache_t *pccl_pinned_cache(reduce_cache_t **slot, pthread_mutex_t *lock) 
 }
 
 /* The k-th chunk of the ring's input order: chunk (rank - 1 - k) mod world. */
-static void chunk_of_order(const pccl_device_op_t *op, uint32_t k, size_t *start, size_t *len) {
+static uint32_t chunk_of_order(const pccl_device_op_t *op, uint32_t k, size_t *start, size_t *len) {
     uint32_t c = (op->rank + 2 * op->world - 1 - k) % op->world;
     reduce_ring_chunk(op->count, op->esz, op->world, c, start, len);
-}
-
-/* The input-order position of byte `off`: the bytes of the chunks read before its own, plus its
- * offset inside its chunk. */
-static size_t order_pos(const pccl_device_op_t *op, size_t off) {
-    size_t e = off / op->esz, base = op->count / op->world, rem = op->count % op->world;
-    uint32_t c = (uint32_t) (e < rem * (base + 1) ? e / (base + 1) : rem + (e - rem * (base + 1)) / base);
-    uint32_t first = (op->rank + op->world - 1) % op->world;
-    size_t start, len, fstart, flen;
-    reduce_ring_chunk(op->count, op->esz, op->world, c, &start, &len);
-    reduce_ring_chunk(op->count, op->esz, op->world, first, &fstart, &flen);
-    /* Chunks first, first-1, ..., c+1 lie just above c; past 0 the order wraps to world-1. */
-    size_t before = c <= first ? fstart + flen - (start + len) : fstart + flen + op->bytes - (start + len);
-    return before + (off - start);
+    return c;
 }
 
 static size_t max_piece(size_t bytes) {
@@ -136,21 +129,44 @@ static size_t max_piece(size_t bytes) {
     return p > PIECE_BYTES ? p : PIECE_BYTES;
 }
 
-/* Walks the pieces in input order: calls fn for each (device offset, length, end position);
- * returns how many there are, or stops early when fn returns false. */
-static size_t plan_pieces(pccl_device_op_t *op, bool (*fn)(pccl_device_op_t *, size_t, size_t, size_t, size_t)) {
-    size_t n = 0, pos = 0, big = max_piece(op->bytes);
-    for (uint32_t k = 0; k < op->world; k++) {
-        size_t start, len, at = 0;
-        chunk_of_order(op, k, &start, &len);
-        while (at < len) {
-            size_t want = n < 16 && (FIRST_PIECE << n) < big ? FIRST_PIECE << n : big;
-            size_t take = len - at < want ? len - at : want;
-            pos += take;
-            if (fn != NULL && !fn(op, n, start + at, take, pos)) return n;
-            at += take;
+/* The pieces in the order they are queued; fn (when not NULL) gets each one's queue index,
+ * chunk, device offset and length, and may stop the walk by returning false. Returns how many
+ * there are. The ring reads chunk rank-1 (its first sends) and chunk rank-2 (its first
+ * reduce-scatter receives, combined with our input) at the same pace, then one chunk per step
+ * (rank-3, ..., rank): so pieces of the first two chunks alternate, the others follow in turn. */
+typedef bool piece_fn(pccl_device_op_t *op, size_t i, uint32_t chunk, size_t off, size_t len);
+
+static size_t plan_pieces(pccl_device_op_t *op, piece_fn *fn) {
+    size_t n = 0, big = max_piece(op->bytes);
+    size_t start[2], len[2] = {0, 0}, at[2] = {0, 0};
+    uint32_t c[2];
+    uint32_t lead = op->world >= 2 ? 2 : 1;
+    for (uint32_t k = 0; k < lead; k++) c[k] = chunk_of_order(op, k, &start[k], &len[k]);
+    for (uint32_t k = 0; k < op->world;) {
+        size_t want = n < 24 && (FIRST_PIECE << (n / 2)) < big ? FIRST_PIECE << (n / 2) : big;
+        if (k < lead) {
+            bool any = false;
+            for (uint32_t j = 0; j < lead; j++) {
+                if (at[j] >= len[j]) continue;
+                size_t take = len[j] - at[j] < want ? len[j] - at[j] : want;
+                if (fn != NULL && !fn(op, n, c[j], start[j] + at[j], take)) return n;
+                at[j] += take;
+                n++;
+                any = true;
+            }
+            if (!any) k = lead;
+            continue;
+        }
+        size_t s0, l0, a0 = 0;
+        uint32_t ck = chunk_of_order(op, k, &s0, &l0);
+        while (a0 < l0) {
+            want = n < 24 && (FIRST_PIECE << (n / 2)) < big ? FIRST_PIECE << (n / 2) : big;
+            size_t take = l0 - a0 < want ? l0 - a0 : want;
+            if (fn != NULL && !fn(op, n, ck, s0 + a0, take)) return n;
+            a0 += take;
             n++;
         }
+        k++;
     }
     return n;
 }
@@ -161,36 +177,50 @@ static bool copy_failed(pccl_device_op_t *op, const char *what, cuda_status_t st
     return false;
 }
 
-static bool queue_piece(pccl_device_op_t *op, size_t i, size_t off, size_t len, size_t end) {
+static bool queue_piece(pccl_device_op_t *op, size_t i, uint32_t chunk, size_t off, size_t len) {
     pccl_device_kit_t *k = op->kit;
     cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, len, k->stream_in);
     if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
     if (st != CUDA_OK) return copy_failed(op, "device-to-host copy", st);
-    k->ends[i] = end;
+    k->offs[i] = off;
+    k->chunk[i] = chunk;
     op->pieces = i + 1;
     return true;
 }
 
+/* kit->by_off: the queue indices in offset order. Each chunk's pieces were queued in offset
+ * order, so a counting sort by chunk does it. */
+static void index_pieces(pccl_device_op_t *op) {
+    pccl_device_kit_t *k = op->kit;
+    size_t at = 0;
+    for (uint32_t c = 0; c < op->world; c++)
+        for (size_t i = 0; i < op->pieces; i++)
+            if (k->chunk[i] == c) k->by_off[at++] = i;
+}
+
 static int stage_input(void *ctx, size_t off, size_t len) {
     pccl_device_op_t *op = ctx;
+    pccl_device_kit_t *k = op->kit;
     if (op->failed) return -1;
     if (len == 0) return 0;
-    size_t end = order_pos(op, off + len - 1) + 1, i = op->waited;
-    /* Lanes interleave their ranges: one may lie in a piece already waited for. */
-    if (i > 0 && op->kit->ends[i - 1] >= end) return 0;
-    while (i < op->pieces && op->kit->ends[i] < end) i++;
-    if (i >= op->pieces) {
-        LOG_ERROR(MOD, "all-reduce of device buffers: the ring asked for input past the end");
-        op->failed = true;
-        return -1;
+    if (op->pieces == 0) return -1;
+    /* The piece holding the range's last byte: a ring range lies in one chunk, whose pieces
+     * were queued in offset order, so it is the last one queued of those the range touches. */
+    size_t last = off + len - 1, lo = 0, hi = op->pieces;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (k->offs[k->by_off[mid]] <= last) lo = mid;
+        else hi = mid;
     }
-    /* Copies on one stream finish in order: piece i done means every piece before it is too. */
-    cuda_status_t st = op->cu->event_synchronize(op->kit->events[i]);
+    size_t q = k->by_off[lo];
+    if (q < op->waited) return 0;
+    /* Copies on one stream finish in order: piece q done means every piece before it is too. */
+    cuda_status_t st = op->cu->event_synchronize(k->events[q]);
     if (st != CUDA_OK) {
         copy_failed(op, "device-to-host copy", st);
         return -1;
     }
-    op->waited = i + 1;
+    op->waited = q + 1;
     return 0;
 }
 
@@ -260,6 +290,7 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
     /* Every piece now, in the order the ring reads them: the copy engine runs ahead of the ring
      * as far as it can, and the ring waits only for the piece it needs. */
     plan_pieces(op, queue_piece);
+    if (!op->failed) index_pieces(op);
     if (op->failed) {
         pccl_device_end(op, false);
         return pcclInternalError;

@@ -3,8 +3,9 @@
  * The ring (reduce/) only ever sees host memory. For device buffers the op takes one pinned
  * block from the communicator's pinned cache, and the ring's staging hooks move the data: at
  * the start every device->host copy is queued, piece by piece in the order the ring reads its
- * input (small pieces first, so the ring starts early), each piece followed by an event that the
- * ring waits for only when it needs that piece; host->device copies follow on a second stream
+ * input (its first two chunks alternating, since it reads them at the same pace; small pieces
+ * first, so the ring starts early), each piece followed by an event that the ring waits for only
+ * when it needs that piece; host->device copies follow on a second stream
  * as result ranges become final. Both directions overlap the network and each other. The
  * reduction runs on the host, with the same kernels as host buffers: the wire traffic is that of
  * a host all-reduce, and peers with device and host buffers end bit-identical. */
@@ -45,8 +46,8 @@ typedef struct pccl_device_op {
     size_t count, esz, bytes;
     uint32_t rank, world;
     pccl_device_kit_t *kit;
-    /* Device->host pieces: piece i ends at position ends[i] of the ring's input order (chunk
-     * rank-1 first, then rank-2, ...); pieces 0 .. waited-1 are known to be on the host. */
+    /* Device->host pieces, in queue order (ccoip_device.c, plan_pieces); pieces
+     * 0 .. waited-1 are known to be on the host. */
     size_t pieces, waited;
     /* Host->device: the pending contiguous final range, flushed once it reaches out_piece. */
     size_t out_off, out_len, out_piece;
