@@ -14,21 +14,20 @@ extern "C" {
 
 namespace {
 
-// Row groups per block: 4 (1024 threads) for aligned input, 2 for misaligned input, whose
-// kernels need more registers (shuffles and funnel shifts) than 1024 threads may have.
-template <int Q>
-struct Groups {
-    static constexpr int value = Q < 0 ? 4 : 2;
-};
+// Row groups per block (cuda_simplehash.cuh, segment_value): G = 2 (512 threads) while the grid
+// is small, so that each multiprocessor keeps more loads in flight; G = 1 for one segment (a
+// small block starts and ends sooner) and for large grids, whose many blocks already fill the
+// GPU (measured on an H200: 2 beat 1 and 4 from 4 to 32 MiB, 1 beat both at 256 MiB;
+// bench/cuda/NOTES.md).
+constexpr uint64_t GROUPED_MAX_SEGMENTS = 512;
 
 // done != NULL (the synchronous hash): the block that folds the tree then stores seq into *done
 // (mapped host memory), after the result and the cleared counter are visible to the host.
-template <int Q>
-__global__ __launch_bounds__(LANES * Groups<Q>::value) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
-                                                                      unsigned *counter, uint64_t *seg_values,
-                                                                      uint64_t *scratch, uint64_t *result,
-                                                                      volatile unsigned *done, unsigned seq) {
-    const uint64_t v = segment_value<Q, Groups<Q>::value>(p, len, blockIdx.x);
+template <int Q, int G>
+__global__ __launch_bounds__(LANES * G) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
+                                                            unsigned *counter, uint64_t *seg_values, uint64_t *scratch,
+                                                            uint64_t *result, volatile unsigned *done, unsigned seq) {
+    const uint64_t v = segment_value<Q, G>(p, len, blockIdx.x);
     const bool folded = publish_and_fold(v, blockIdx.x, gridDim.x, len, counter, seg_values, scratch, result);
     if (folded && done != NULL && threadIdx.x == 0) {
         __threadfence_system();
@@ -46,8 +45,10 @@ cuda_status_t launch(const void *data, size_t len, void *workspace, uint64_t *re
 
     const int misalign = (int) ((uintptr_t) p % 16);
     const dim3 grid((unsigned) s);
-#define SEGMENT_LAUNCH(Q) \
-    segment_kernel<Q><<<grid, LANES * Groups<Q>::value, 0, stream>>>(p, len, counter, values, scratch, result, done, seq)
+#define SEGMENT_LAUNCH(Q)                                                                                 \
+    (s > 1 && s <= GROUPED_MAX_SEGMENTS                                                                    \
+         ? segment_kernel<Q, 2><<<grid, 2 * LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq) \
+         : segment_kernel<Q, 1><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq))
     switch (misalign == 0 ? -1 : misalign / 4) {
     case -1: SEGMENT_LAUNCH(-1); break;
     case 0: SEGMENT_LAUNCH(0); break;
@@ -78,6 +79,11 @@ extern "C" cuda_status_t cuda_simplehash_async(const void *data, size_t len, voi
 // beside it: the host watches that word for a short while (a small hash is done in a few
 // microseconds, sooner than the stream's completion reaches the host), then falls back to
 // synchronizing the stream, which also reports any error of the kernel.
+//
+// Inputs of at most HOST_HASH_MAX bytes are copied to page-locked memory and hashed by
+// hash_simple() instead (the same 64 bits by definition): a copy's round trip is shorter than a
+// kernel launch's plus its completion (H200: 4 KiB copy 7.6 us, then 1.9 us of CPU hashing,
+// against 12.0 us for the smallest kernel and its wait; bench/cuda/NOTES.md).
 namespace {
 
 constexpr int MAX_CACHED_DEVICES = 64;
@@ -91,6 +97,8 @@ pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 Workspace g_workspace[MAX_CACHED_DEVICES];
 uint64_t *g_result;  // page-locked, mapped, portable: [0] the hash, [1] the done word
 unsigned g_seq;      // the last sequence number used, under g_lock
+constexpr size_t HOST_HASH_MAX = 16384;
+void *g_stage;       // page-locked, HOST_HASH_MAX bytes: small inputs are copied here
 constexpr double SPIN_US = 100;  // watch the done word this long before synchronizing
 
 double since_us(const timespec &a) {
@@ -113,6 +121,20 @@ cuda_status_t hash_on_current_device(int device, const void *data, size_t len, c
                         "cudaHostAlloc (simplehash result)");
         if (st != CUDA_OK) return st;
         g_result[1] = 0;
+    }
+    if (len == 0) {  // the pointer is never read
+        *out = hash_simple(NULL, 0);
+        return CUDA_OK;
+    }
+    if (len <= HOST_HASH_MAX) {
+        if (g_stage == NULL) {
+            st = cuda_check(cudaHostAlloc(&g_stage, HOST_HASH_MAX, cudaHostAllocPortable), "cudaHostAlloc (simplehash stage)");
+            if (st != CUDA_OK) return st;
+        }
+        st = cuda_check(cudaMemcpyAsync(g_stage, data, len, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (simplehash)");
+        if (st == CUDA_OK) st = cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (simplehash)");
+        if (st == CUDA_OK) *out = hash_simple(g_stage, len);
+        return st;
     }
     const size_t need = cuda_simplehash_workspace_bytes(len);
     Workspace own = {NULL, 0};

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log/log.h"
 
@@ -171,6 +172,12 @@ static size_t plan_pieces(pccl_device_op_t *op, piece_fn *fn) {
     return n;
 }
 
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec * 1e-3;
+}
+
 static bool copy_failed(pccl_device_op_t *op, const char *what, cuda_status_t st) {
     LOG_ERROR(MOD, "all-reduce of device buffers: %s failed: %s", what, op->cu->status_string(st));
     op->failed = true;
@@ -215,7 +222,12 @@ static int stage_input(void *ctx, size_t off, size_t len) {
     size_t q = k->by_off[lo];
     if (q < op->waited) return 0;
     /* Copies on one stream finish in order: piece q done means every piece before it is too. */
+    double t0 = op->trace ? now_us() : 0;
     cuda_status_t st = op->cu->event_synchronize(k->events[q]);
+    if (op->trace) {
+        op->t_wait += now_us() - t0;
+        op->n_wait++;
+    }
     if (st != CUDA_OK) {
         copy_failed(op, "device-to-host copy", st);
         return -1;
@@ -251,6 +263,8 @@ static int stage_output(void *ctx, size_t off, size_t len) {
 pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, const void *sendbuf, void *recvbuf,
                                size_t count, size_t esz, uint32_t rank, uint32_t world) {
     memset(op, 0, sizeof *op);
+    op->trace = log_enabled(LOG_LEVEL_DEBUG);
+    if (op->trace) op->t_begin = now_us();
     op->cu = cuda_table();
     if (op->cu == NULL || pinned == NULL || world == 0) {
         LOG_ERROR(MOD, "all-reduce of device buffers: no CUDA support or no pinned memory");
@@ -296,10 +310,12 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
         return pcclInternalError;
     }
     op->hooks = (reduce_ring_stage_t){stage_input, stage_output, op, 1};
+    if (op->trace) op->t_queued = now_us();
     return pcclSuccess;
 }
 
 bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
+    double t_end = op->trace ? now_us() : 0;
     if (op->kit != NULL) {
         if (ring_ok && !op->failed) flush_output(op);
         /* Copies in flight read or write the block: wait for them before it is reused. */
@@ -313,5 +329,10 @@ bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
     }
     if (op->host != NULL) reduce_cache_free(op->pinned, op->host);
     op->host = NULL;
+    if (op->trace && op->t_queued > 0)
+        LOG_DEBUG(MOD, "all-reduce of device buffers, %zu bytes, rank %u of %u: %zu copies in queued in %.0f us; the ring "
+                       "ran %.0f us, of which %.0f us in %u waits for input; the last copies out took %.0f us",
+                  op->bytes, op->rank, op->world, op->pieces, op->t_queued - op->t_begin, t_end - op->t_queued,
+                  op->t_wait, op->n_wait, now_us() - t_end);
     return !op->failed;
 }

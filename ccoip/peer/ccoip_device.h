@@ -53,6 +53,10 @@ typedef struct pccl_device_op {
     size_t out_off, out_len, out_piece;
     bool failed;
     reduce_ring_stage_t hooks;
+    /* With PCCL_LOG_LEVEL=debug, one line per op says where its time went. */
+    bool trace;
+    unsigned n_wait;
+    double t_begin, t_queued, t_wait;
 } pccl_device_op_t;
 
 /* Takes the pinned block, a kit of streams and events, queues every device->host copy (after
