@@ -23,6 +23,13 @@
 #include "tests/ccoip/harness.h"
 #include "tests/cuda/gpu_peer.h"
 
+/* GPUs on this machine (the driver's view, before any CUDA_VISIBLE_DEVICES of its peers). */
+static int gpu_count(void) {
+    static int n = -1;
+    if (n < 0 && (cuda_table() == NULL || cuda_table()->device_count(&n) != CUDA_OK)) n = 0;
+    return n;
+}
+
 #define NPEERS 3
 #define MiB ((size_t) 1 << 20)
 
@@ -290,6 +297,7 @@ static int session(char *self, char *master_bin, int world, int bench) {
     for (int i = 0; i < world; i++) {
         snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
         char *args[] = {self, "peer", port_s, idx_s[i], world_s, bench ? "bench" : NULL, NULL};
+        gpu_peer_pick_device(i, gpu_count());
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;

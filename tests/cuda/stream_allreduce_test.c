@@ -40,6 +40,13 @@
 #include "pccl.h"
 #include "tests/ccoip/harness.h"
 #include "tests/cuda/gpu_peer.h"
+
+/* GPUs on this machine (the driver's view, before any CUDA_VISIBLE_DEVICES of its peers). */
+static int gpu_count(void) {
+    static int n = -1;
+    if (n < 0 && (cuda_table() == NULL || cuda_table()->device_count(&n) != CUDA_OK)) n = 0;
+    return n;
+}
 #include "tests/cuda/test_kernels.h"
 
 #define NPEERS 3
@@ -623,6 +630,7 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
         snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
         char *args[] = {(char *) self, "peer", port_s, idx_s[i], world_s, (char *) mode, NULL};
         if (late) h_stderr_path = log_path[i]; /* the library's line on the failed op goes there */
+        gpu_peer_pick_device(i, gpu_count());
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;
