@@ -20,6 +20,21 @@
 #define OUT_MIN ((size_t) 512 << 10)
 #define OUT_MAX ((size_t) 4 << 20)
 
+/* PCCL_DEVICE_COPIES (A/B runs): "late" (the ring asks for a receive's input when it processes
+ * the frame, so links do not combine as frames land), "whole" (every copy in before the ring,
+ * one copy out after it: no overlap). Default: overlapped, input asked for early. */
+enum { COPIES_EARLY, COPIES_LATE, COPIES_WHOLE };
+static pthread_once_t copies_once = PTHREAD_ONCE_INIT;
+static int copies_mode = COPIES_EARLY;
+
+static void copies_init(void) {
+    const char *v = getenv("PCCL_DEVICE_COPIES");
+    if (v == NULL) return;
+    if (strcmp(v, "late") == 0) copies_mode = COPIES_LATE;
+    else if (strcmp(v, "whole") == 0) copies_mode = COPIES_WHOLE;
+    else LOG_WARN(MOD, "PCCL_DEVICE_COPIES=%s: want \"late\" or \"whole\"; copies overlap the ring", v);
+}
+
 struct pccl_device_kit {
     pccl_device_kit_t *next;
     void *stream_in, *stream_out;
@@ -246,6 +261,7 @@ static bool flush_output(pccl_device_op_t *op) {
 
 static int stage_output(void *ctx, size_t off, size_t len) {
     pccl_device_op_t *op = ctx;
+    if (op->mode == COPIES_WHOLE) return 0; /* one copy at the end */
     if (op->out_len > 0 && off == op->out_off + op->out_len) {
         op->out_len += len;
     } else if (op->out_len > 0 && off + len == op->out_off) {
@@ -309,7 +325,18 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
         pccl_device_end(op, false);
         return pcclInternalError;
     }
-    op->hooks = (reduce_ring_stage_t){stage_input, stage_output, op, 1};
+    pthread_once(&copies_once, copies_init);
+    op->mode = copies_mode;
+    if (op->mode == COPIES_WHOLE && op->pieces > 0) {
+        cuda_status_t st2 = op->cu->event_synchronize(op->kit->events[op->pieces - 1]);
+        if (st2 != CUDA_OK) {
+            copy_failed(op, "device-to-host copy", st2);
+            pccl_device_end(op, false);
+            return pcclInternalError;
+        }
+        op->waited = op->pieces;
+    }
+    op->hooks = (reduce_ring_stage_t){stage_input, stage_output, op, op->mode == COPIES_EARLY};
     if (op->trace) op->t_queued = now_us();
     return pcclSuccess;
 }
@@ -317,6 +344,10 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
 bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
     double t_end = op->trace ? now_us() : 0;
     if (op->kit != NULL) {
+        if (ring_ok && !op->failed && op->mode == COPIES_WHOLE) {
+            op->out_off = 0;
+            op->out_len = op->bytes;
+        }
         if (ring_ok && !op->failed) flush_output(op);
         /* Copies in flight read or write the block: wait for them before it is reused. */
         void *streams[2] = {op->kit->stream_out, op->kit->stream_in};

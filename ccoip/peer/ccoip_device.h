@@ -52,6 +52,7 @@ typedef struct pccl_device_op {
     /* Host->device: the pending contiguous final range, flushed once it reaches out_piece. */
     size_t out_off, out_len, out_piece;
     bool failed;
+    int mode; /* PCCL_DEVICE_COPIES (ccoip_device.c) */
     reduce_ring_stage_t hooks;
     /* With PCCL_LOG_LEVEL=debug, one line per op says where its time went. */
     bool trace;

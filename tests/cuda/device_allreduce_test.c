@@ -239,6 +239,13 @@ static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
     double f = 2.0 * (world - 1) / world * (double) bytes / 1e9;
     if (p == 0) {
         size_t m = bytes / MiB;
+        const char *mode = getenv("PCCL_DEVICE_COPIES");
+        if (mode != NULL)
+            printf("row device_allreduce_busbw_%zuMiB_%dp_%s,%.3f,GB/s,%.3f,%.3f\n", m, world, mode, f / dev, f / host,
+                   host / dev);
+    }
+    if (p == 0 && getenv("PCCL_DEVICE_COPIES") == NULL) {
+        size_t m = bytes / MiB;
         printf("row device_allreduce_busbw_%zuMiB_%dp,%.3f,GB/s,%.3f,%.3f\n", m, world, f / dev, f / host, host / dev);
         printf("row device_allreduce_d2h_all_peers_%zuMiB_%dp_vs_host_ring,%.3f,ms,%.3f,%.3f\n", m, world, in * 1e3,
                host * 1e3, in / host);
@@ -367,7 +374,18 @@ int main(int argc, char **argv) {
     int bench = argc > 2 && strcmp(argv[2], "--bench") == 0;
     h_init(bench ? 600 : 180);
     if (!bench) return session(argv[0], argv[1], NPEERS, 0) ? 1 : 0;
-    int failures = session(argv[0], argv[1], 2, 1); /* --bench: 2 peers, then 3 */
-    failures += session(argv[0], argv[1], 3, 1);
+    /* --bench: 2 peers, then 3; PCCL_DEVICE_BENCH_MODES="late whole" adds sessions with
+     * PCCL_DEVICE_COPIES set so (rows suffixed _late, _whole). */
+    const char *modes = getenv("PCCL_DEVICE_BENCH_MODES");
+    char list[128];
+    snprintf(list, sizeof list, "default %s", modes ? modes : "");
+    int failures = 0;
+    for (int world = 2; world <= 3; world++)
+        for (char *save = NULL, *m = strtok_r(list, " ", &save); m != NULL; m = strtok_r(NULL, " ", &save)) {
+            if (strcmp(m, "default") == 0) unsetenv("PCCL_DEVICE_COPIES");
+            else setenv("PCCL_DEVICE_COPIES", m, 1);
+            failures += session(argv[0], argv[1], world, 1);
+        }
+    unsetenv("PCCL_DEVICE_COPIES");
     return failures ? 1 : 0;
 }
