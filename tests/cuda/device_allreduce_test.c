@@ -204,7 +204,12 @@ static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
     }
     fill(hs, pcclFloat, p, count);
     cu->memcpy_h2d(ds, hs, bytes, NULL);
-    double th[ROUNDS], td[ROUNDS], tin[ROUNDS], tout[ROUNDS];
+    double th[ROUNDS], td[ROUNDS], tin[ROUNDS], tout[ROUNDS], tv[3][ROUNDS];
+    void *pin2 = NULL;
+    if (getenv("PCCL_DEVICE_BENCH_HOSTVARIANTS") != NULL && cu->host_alloc(&pin2, bytes) != CUDA_OK) {
+        printf("FAIL bench allocation\n");
+        return 1;
+    }
     if (op_time(comm, hs, hr, count, tag, 1) < 0 || op_time(comm, ds, dr, count, tag + 1, 1) < 0) { /* warm-up */
         printf("FAIL bench all-reduce\n");
         return 1;
@@ -218,6 +223,13 @@ static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
                 return 1;
             }
             (dev ? td : th)[r] = t;
+        }
+        if (getenv("PCCL_DEVICE_BENCH_HOSTVARIANTS") != NULL) { /* where the ring's own time goes */
+            double a = op_time(comm, hs, hs, count, tag + 100, iters);        /* in place, malloc */
+            double b = op_time(comm, pin, pin2, count, tag + 101, iters);     /* page-locked, two */
+            double c = op_time(comm, pin, pin, count, tag + 102, iters);      /* page-locked, in place */
+            tv[0][r] = a, tv[1][r] = b, tv[2][r] = c;
+            fill(hs, pcclFloat, p, count);
         }
         double t0 = now_s();
         cu->memcpy_d2h(pin, ds, bytes, NULL);
@@ -244,6 +256,13 @@ static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
             printf("row device_allreduce_busbw_%zuMiB_%dp_%s,%.3f,GB/s,%.3f,%.3f\n", m, world, mode, f / dev, f / host,
                    host / dev);
     }
+    if (p == 0 && pin2 != NULL) {
+        static const char *vn[3] = {"host_inplace", "pinned_two_blocks", "pinned_inplace"};
+        for (int v = 0; v < 3; v++)
+            printf("row device_allreduce_ring_%s_%zuMiB_%dp,%.3f,ms,%.3f,%.3f\n", vn[v], bytes / MiB, world,
+                   med(tv[v], ROUNDS) * 1e3, host * 1e3, med(tv[v], ROUNDS) / host);
+    }
+    if (pin2 != NULL) cu->host_free(pin2);
     if (p == 0 && getenv("PCCL_DEVICE_COPIES") == NULL) {
         size_t m = bytes / MiB;
         printf("row device_allreduce_busbw_%zuMiB_%dp,%.3f,GB/s,%.3f,%.3f\n", m, world, f / dev, f / host, host / dev);
@@ -378,14 +397,15 @@ int main(int argc, char **argv) {
      * PCCL_DEVICE_COPIES set so (rows suffixed _late, _whole). */
     const char *modes = getenv("PCCL_DEVICE_BENCH_MODES");
     char list[128];
-    snprintf(list, sizeof list, "default %s", modes ? modes : "");
     int failures = 0;
-    for (int world = 2; world <= 3; world++)
+    for (int world = 2; world <= 3; world++) {
+        snprintf(list, sizeof list, "default %s", modes ? modes : "");
         for (char *save = NULL, *m = strtok_r(list, " ", &save); m != NULL; m = strtok_r(NULL, " ", &save)) {
             if (strcmp(m, "default") == 0) unsetenv("PCCL_DEVICE_COPIES");
             else setenv("PCCL_DEVICE_COPIES", m, 1);
             failures += session(argv[0], argv[1], world, 1);
         }
+    }
     unsetenv("PCCL_DEVICE_COPIES");
     return failures ? 1 : 0;
 }
