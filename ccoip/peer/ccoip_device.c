@@ -2,6 +2,7 @@
 #include "ccoip/peer/ccoip_device.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +15,11 @@
 #define FIRST_PIECE ((size_t) 256 << 10)
 #define PIECE_BYTES ((size_t) 4 << 20)
 #define MAX_PIECES ((size_t) 448) /* larger inputs get larger pieces */
+/* Device->host copies queued ahead of the furthest piece the ring asked for. Not the whole
+ * input: peers that share a GPU share its copy engines, and a copy engine drains one process's
+ * queue before it turns to the next, so a whole input queued at once made the other peers wait
+ * for all of it before their first piece (H100: 1.1 ms at 64 MiB; bench/cuda/NOTES.md). */
+#define LOOKAHEAD_BYTES ((size_t) 8 << 20)
 /* Host->device ranges: bytes / OUT_PARTS, within these bounds (the last one is the tail that
  * the op waits for after its ring). */
 #define OUT_PARTS 32
@@ -43,6 +49,8 @@ struct pccl_device_kit {
     size_t *offs;      /* piece i starts at byte offs[i] of the buffer */
     uint32_t *chunk;   /* and lies in chunk chunk[i] */
     size_t *by_off;    /* queue indices of the pieces in offset order */
+    size_t *lens;      /* piece i's bytes */
+    size_t *cum;       /* bytes of pieces 0 .. i */
     size_t cap;
 };
 
@@ -90,7 +98,11 @@ static pccl_device_kit_t *kit_get(const cuda_table_t *cu, size_t pieces) {
         if (chunk != NULL) k->chunk = chunk;
         size_t *by_off = chunk != NULL ? realloc(k->by_off, pieces * sizeof *by_off) : NULL;
         if (by_off != NULL) k->by_off = by_off;
-        for (size_t i = k->cap; by_off != NULL && i < pieces; i++) {
+        size_t *lens = by_off != NULL ? realloc(k->lens, pieces * sizeof *lens) : NULL;
+        if (lens != NULL) k->lens = lens;
+        size_t *cum = lens != NULL ? realloc(k->cum, pieces * sizeof *cum) : NULL;
+        if (cum != NULL) k->cum = cum;
+        for (size_t i = k->cap; cum != NULL && i < pieces; i++) {
             if ((st = cu->event_create(&k->events[i])) != CUDA_OK) break;
             k->cap = i + 1;
         }
@@ -199,15 +211,29 @@ static bool copy_failed(pccl_device_op_t *op, const char *what, cuda_status_t st
     return false;
 }
 
-static bool queue_piece(pccl_device_op_t *op, size_t i, uint32_t chunk, size_t off, size_t len) {
+static bool record_piece(pccl_device_op_t *op, size_t i, uint32_t chunk, size_t off, size_t len) {
     pccl_device_kit_t *k = op->kit;
-    cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, len, k->stream_in);
-    if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
-    if (st != CUDA_OK) return copy_failed(op, "device-to-host copy", st);
     k->offs[i] = off;
     k->chunk[i] = chunk;
+    k->lens[i] = len;
+    k->cum[i] = (i > 0 ? k->cum[i - 1] : 0) + len;
     op->pieces = i + 1;
     return true;
+}
+
+/* Queues the pieces up to `need` and LOOKAHEAD_BYTES beyond it (all of them with `all`). */
+static bool top_up(pccl_device_op_t *op, size_t need, bool all) {
+    pccl_device_kit_t *k = op->kit;
+    size_t before = need > 0 ? k->cum[need - 1] : 0;
+    while (!op->failed && op->queued < op->pieces &&
+           (all || op->queued <= need || k->cum[op->queued - 1] - before < LOOKAHEAD_BYTES)) {
+        size_t i = op->queued, off = k->offs[i];
+        cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, k->lens[i], k->stream_in);
+        if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
+        if (st != CUDA_OK) return copy_failed(op, "device-to-host copy", st);
+        op->queued++;
+    }
+    return !op->failed;
 }
 
 /* kit->by_off: the queue indices in offset order. Each chunk's pieces were queued in offset
@@ -235,12 +261,18 @@ static int stage_input(void *ctx, size_t off, size_t len) {
         else hi = mid;
     }
     size_t q = k->by_off[lo];
+    if (q > op->need) op->need = q;
+    if (!top_up(op, op->need, false)) return -1;
     if (q < op->waited) return 0;
     /* Copies on one stream finish in order: piece q done means every piece before it is too. */
     double t0 = op->trace ? now_us() : 0;
     cuda_status_t st = op->cu->event_synchronize(k->events[q]);
     if (op->trace) {
-        op->t_wait += now_us() - t0;
+        double t1 = now_us();
+        size_t used = strlen(op->waits);
+        if (used + 24 < sizeof op->waits)
+            snprintf(op->waits + used, sizeof op->waits - used, " %zu@%.0f+%.0f", q, t0 - op->t_begin, t1 - t0);
+        op->t_wait += t1 - t0;
         op->n_wait++;
     }
     if (st != CUDA_OK) {
@@ -317,16 +349,16 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
         pccl_device_end(op, false);
         return pcclInternalError;
     }
-    /* Every piece now, in the order the ring reads them: the copy engine runs ahead of the ring
-     * as far as it can, and the ring waits only for the piece it needs. */
-    plan_pieces(op, queue_piece);
-    if (!op->failed) index_pieces(op);
-    if (op->failed) {
+    /* The plan, then the first pieces in the order the ring reads them; stage_input queues the
+     * rest as the ring goes, LOOKAHEAD_BYTES ahead, and waits only for the piece it needs. */
+    pthread_once(&copies_once, copies_init);
+    op->mode = copies_mode;
+    plan_pieces(op, record_piece);
+    index_pieces(op);
+    if (!top_up(op, 0, op->mode == COPIES_WHOLE)) {
         pccl_device_end(op, false);
         return pcclInternalError;
     }
-    pthread_once(&copies_once, copies_init);
-    op->mode = copies_mode;
     if (op->mode == COPIES_WHOLE && op->pieces > 0) {
         cuda_status_t st2 = op->cu->event_synchronize(op->kit->events[op->pieces - 1]);
         if (st2 != CUDA_OK) {
@@ -362,8 +394,9 @@ bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
     op->host = NULL;
     if (op->trace && op->t_queued > 0)
         LOG_DEBUG(MOD, "all-reduce of device buffers, %zu bytes, rank %u of %u: %zu copies in queued in %.0f us; the ring "
-                       "ran %.0f us, of which %.0f us in %u waits for input; the last copies out took %.0f us",
+                       "ran %.0f us, of which %.0f us in %u waits for input (piece@since-start+waited:%s); the last "
+                       "copies out took %.0f us",
                   op->bytes, op->rank, op->world, op->pieces, op->t_queued - op->t_begin, t_end - op->t_queued,
-                  op->t_wait, op->n_wait, now_us() - t_end);
+                  op->t_wait, op->n_wait, op->waits, now_us() - t_end);
     return !op->failed;
 }

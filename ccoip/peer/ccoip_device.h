@@ -2,10 +2,10 @@
  *
  * The ring (reduce/) only ever sees host memory. For device buffers the op takes one pinned
  * block from the communicator's pinned cache, and the ring's staging hooks move the data: at
- * the start every device->host copy is queued, piece by piece in the order the ring reads its
- * input (its first two chunks alternating, since it reads them at the same pace; small pieces
- * first, so the ring starts early), each piece followed by an event that the ring waits for only
- * when it needs that piece; host->device copies follow on a second stream
+ * the start the first device->host copies are queued, piece by piece in the order the ring reads
+ * its input (its first two chunks alternating, since it reads them at the same pace; small
+ * pieces first, so the ring starts early), and the rest a bounded distance ahead of the ring,
+ * each piece followed by an event that the ring waits for only when it needs that piece; host->device copies follow on a second stream
  * as result ranges become final. Both directions overlap the network and each other. The
  * reduction runs on the host, with the same kernels as host buffers: the wire traffic is that of
  * a host all-reduce, and peers with device and host buffers end bit-identical. */
@@ -46,9 +46,10 @@ typedef struct pccl_device_op {
     size_t count, esz, bytes;
     uint32_t rank, world;
     pccl_device_kit_t *kit;
-    /* Device->host pieces, in queue order (ccoip_device.c, plan_pieces); pieces
-     * 0 .. waited-1 are known to be on the host. */
-    size_t pieces, waited;
+    /* Device->host pieces, in queue order (ccoip_device.c, plan_pieces): pieces 0 .. queued-1
+     * are queued, 0 .. waited-1 known to be on the host; `need` is the furthest piece the ring
+     * asked for. */
+    size_t pieces, queued, waited, need;
     /* Host->device: the pending contiguous final range, flushed once it reaches out_piece. */
     size_t out_off, out_len, out_piece;
     bool failed;
@@ -58,9 +59,10 @@ typedef struct pccl_device_op {
     bool trace;
     unsigned n_wait;
     double t_begin, t_queued, t_wait;
+    char waits[160]; /* the first waits: "piece@start_us+waited_us" */
 } pccl_device_op_t;
 
-/* Takes the pinned block, a kit of streams and events, queues every device->host copy (after
+/* Takes the pinned block, a kit of streams and events, queues the first device->host copies (after
  * the work the caller queued on the legacy default stream, without waiting for it here) and
  * fills op->hooks; the ring then runs with sendbuf = recvbuf = op->host and
  * params.stage = &op->hooks. Returns pcclSuccess, or pcclInternalError (logged) when memory,
