@@ -15,10 +15,11 @@
 #define FIRST_PIECE ((size_t) 256 << 10)
 #define PIECE_BYTES ((size_t) 4 << 20)
 #define MAX_PIECES ((size_t) 448) /* larger inputs get larger pieces */
-/* Device->host copies queued ahead of the furthest piece the ring asked for. Not the whole
- * input: peers that share a GPU share its copy engines, and a copy engine drains one process's
- * queue before it turns to the next, so a whole input queued at once made the other peers wait
- * for all of it before their first piece (H100: 1.1 ms at 64 MiB; bench/cuda/NOTES.md). */
+/* Device->host copies queued ahead of the furthest piece the ring asked for, not the whole
+ * input at once: peers that share a GPU share its copy engines, and one process's whole input
+ * in the queue could hold the others' first pieces back. (Measured: a peer's first wait of about
+ * 1 ms at 64 MiB with either; the difference between the two was within the runs' noise;
+ * docs/cuda.md.) */
 #define LOOKAHEAD_BYTES ((size_t) 8 << 20)
 /* Host->device ranges: bytes / OUT_PARTS, within these bounds (the last one is the tail that
  * the op waits for after its ring). */
