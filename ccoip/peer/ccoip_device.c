@@ -55,8 +55,9 @@ struct pccl_device_kit {
     size_t cap;
 };
 
-/* Streams and events cost tens of microseconds to make: ops take a kit from this list and give
- * it back. Kits live as long as the process. */
+/* Ops take a kit of streams and events from this list and give it back, instead of making
+ * streams per op as before. Kits live as long as the process; their streams belong to the device
+ * that was current when the kit was made. */
 static pthread_mutex_t kits_lock = PTHREAD_MUTEX_INITIALIZER;
 static pccl_device_kit_t *kits_free;
 
