@@ -2,6 +2,9 @@
 // cuda_simplehash.cuh).
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
+
+#include <atomic>
 
 #include "cuda/cuda_simplehash.cuh"
 
@@ -11,12 +14,50 @@ extern "C" {
 
 namespace {
 
-template <int Q>
-__global__ __launch_bounds__(LANES) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
-                                                        unsigned *counter, uint64_t *seg_values,
-                                                        uint64_t *scratch, uint64_t *result) {
-    const uint64_t v = segment_value<Q>(p, len, blockIdx.x);
-    publish_and_fold(v, blockIdx.x, gridDim.x, len, counter, seg_values, scratch, result);
+// Row groups per block (cuda_simplehash.cuh, segment_value): G = 2 (512 threads) while the grid
+// is small, so that each multiprocessor keeps more loads in flight; G = 1 for one segment (a
+// small block starts and ends sooner) and for large grids, whose many blocks already fill the
+// GPU (measured on an H200: 2 beat 1 and 4 from 4 to 32 MiB, 1 beat both at 256 MiB;
+// bench/cuda/NOTES.md).
+constexpr uint64_t GROUPED_MAX_SEGMENTS = 512;
+
+// done != NULL (the synchronous hash): the block that folds the tree then stores seq into *done
+// (mapped host memory), after the result and the cleared counter are visible to the host.
+template <int Q, int G>
+__global__ __launch_bounds__(LANES * G) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
+                                                            unsigned *counter, uint64_t *seg_values, uint64_t *scratch,
+                                                            uint64_t *result, volatile unsigned *done, unsigned seq) {
+    const uint64_t v = segment_value<Q, G>(p, len, blockIdx.x);
+    const bool folded = publish_and_fold(v, blockIdx.x, gridDim.x, len, counter, seg_values, scratch, result);
+    if (folded && done != NULL && threadIdx.x == 0) {
+        __threadfence_system();
+        *done = seq;
+    }
+}
+
+cuda_status_t launch(const void *data, size_t len, void *workspace, uint64_t *result, volatile unsigned *done,
+                     unsigned seq, cudaStream_t stream) {
+    const uint8_t *p = (const uint8_t *) data;
+    const uint64_t s = segment_count(len);
+    if ((len > 0 && p == NULL) || workspace == NULL || result == NULL || s > 0x7fffffffu) return CUDA_INVALID;
+    unsigned *counter = (unsigned *) workspace;
+    uint64_t *values = (uint64_t *) workspace + 1, *scratch = values + s;
+
+    const int misalign = (int) ((uintptr_t) p % 16);
+    const dim3 grid((unsigned) s);
+#define SEGMENT_LAUNCH(Q)                                                                                 \
+    (s > 1 && s <= GROUPED_MAX_SEGMENTS                                                                    \
+         ? segment_kernel<Q, 2><<<grid, 2 * LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq) \
+         : segment_kernel<Q, 1><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq))
+    switch (misalign == 0 ? -1 : misalign / 4) {
+    case -1: SEGMENT_LAUNCH(-1); break;
+    case 0: SEGMENT_LAUNCH(0); break;
+    case 1: SEGMENT_LAUNCH(1); break;
+    case 2: SEGMENT_LAUNCH(2); break;
+    default: SEGMENT_LAUNCH(3); break;
+    }
+#undef SEGMENT_LAUNCH
+    return cuda_check(cudaGetLastError(), "segment_kernel launch");
 }
 
 }  // namespace
@@ -29,28 +70,20 @@ extern "C" size_t cuda_simplehash_workspace_bytes(size_t len) {
 
 extern "C" cuda_status_t cuda_simplehash_async(const void *data, size_t len, void *workspace,
                                                uint64_t *result, void *stream_ptr) {
-    const uint8_t *p = (const uint8_t *) data;
-    cudaStream_t stream = (cudaStream_t) stream_ptr;
-    const uint64_t s = segment_count(len);
-    if ((len > 0 && p == NULL) || workspace == NULL || result == NULL || s > 0x7fffffffu) return CUDA_INVALID;
-    unsigned *counter = (unsigned *) workspace;
-    uint64_t *values = (uint64_t *) workspace + 1, *scratch = values + s;
-
-    const int misalign = (int) ((uintptr_t) p % 16);
-    const dim3 grid((unsigned) s);
-    switch (misalign == 0 ? -1 : misalign / 4) {
-    case -1: segment_kernel<-1><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result); break;
-    case 0: segment_kernel<0><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result); break;
-    case 1: segment_kernel<1><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result); break;
-    case 2: segment_kernel<2><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result); break;
-    default: segment_kernel<3><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result); break;
-    }
-    return cuda_check(cudaGetLastError(), "segment_kernel launch");
+    return launch(data, len, workspace, result, NULL, 0, (cudaStream_t) stream_ptr);
 }
 
 // The synchronous hash keeps one workspace per device, grown as needed, behind one lock: hashes
 // take turns, which costs little since each one alone saturates the GPU's memory bandwidth. The
-// kernel writes the result straight into a mapped page-locked host slot: no copy to wait for.
+// kernel writes the result straight into a mapped page-locked host slot, then a sequence number
+// beside it: the host watches that word for a short while (a small hash is done in a few
+// microseconds, sooner than the stream's completion reaches the host), then falls back to
+// synchronizing the stream, which also reports any error of the kernel.
+//
+// Inputs of at most HOST_HASH_MAX bytes are copied to page-locked memory and hashed by
+// hash_simple() instead (the same 64 bits by definition): a copy's round trip is shorter than a
+// kernel launch's plus its completion (H200: 4 KiB copy 7.6 us, then 1.9 us of CPU hashing,
+// against 12.0 us for the smallest kernel and its wait; bench/cuda/NOTES.md).
 namespace {
 
 constexpr int MAX_CACHED_DEVICES = 64;
@@ -62,7 +95,17 @@ struct Workspace {
 
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 Workspace g_workspace[MAX_CACHED_DEVICES];
-uint64_t *g_result;  // page-locked, mapped, portable: every device writes it directly
+uint64_t *g_result;  // page-locked, mapped, portable: [0] the hash, [1] the done word
+unsigned g_seq;      // the last sequence number used, under g_lock
+constexpr size_t HOST_HASH_MAX = 16384;
+void *g_stage;       // page-locked, HOST_HASH_MAX bytes: small inputs are copied here
+constexpr double SPIN_US = 100;  // watch the done word this long before synchronizing
+
+double since_us(const timespec &a) {
+    timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3;
+}
 
 void drop(Workspace *ws) {
     if (ws->mem != NULL) cudaFree(ws->mem);
@@ -74,9 +117,24 @@ cuda_status_t hash_on_current_device(int device, const void *data, size_t len, c
                                      uint64_t *out) {
     cuda_status_t st = CUDA_OK;
     if (g_result == NULL) {
-        st = cuda_check(cudaHostAlloc((void **) &g_result, sizeof *g_result, cudaHostAllocMapped | cudaHostAllocPortable),
+        st = cuda_check(cudaHostAlloc((void **) &g_result, 2 * sizeof *g_result, cudaHostAllocMapped | cudaHostAllocPortable),
                         "cudaHostAlloc (simplehash result)");
         if (st != CUDA_OK) return st;
+        g_result[1] = 0;
+    }
+    if (len == 0) {  // the pointer is never read
+        *out = hash_simple(NULL, 0);
+        return CUDA_OK;
+    }
+    if (len <= HOST_HASH_MAX) {
+        if (g_stage == NULL) {
+            st = cuda_check(cudaHostAlloc(&g_stage, HOST_HASH_MAX, cudaHostAllocPortable), "cudaHostAlloc (simplehash stage)");
+            if (st != CUDA_OK) return st;
+        }
+        st = cuda_check(cudaMemcpyAsync(g_stage, data, len, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (simplehash)");
+        if (st == CUDA_OK) st = cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (simplehash)");
+        if (st == CUDA_OK) *out = hash_simple(g_stage, len);
+        return st;
     }
     const size_t need = cuda_simplehash_workspace_bytes(len);
     Workspace own = {NULL, 0};
@@ -93,8 +151,24 @@ cuda_status_t hash_on_current_device(int device, const void *data, size_t len, c
         }
         ws->bytes = bytes;
     }
-    st = cuda_simplehash_async(data, len, ws->mem, g_result, stream);
-    if (st == CUDA_OK) st = cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (simplehash)");
+    volatile unsigned *done = (volatile unsigned *) (g_result + 1);
+    const unsigned seq = ++g_seq == 0 ? ++g_seq : g_seq;
+    st = launch(data, len, ws->mem, g_result, done, seq, stream);
+    if (st == CUDA_OK) {
+        timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        bool seen = false;
+        for (unsigned i = 1; !(seen = *done == seq); i++)
+            if (i % 64 == 0 && since_us(t0) > SPIN_US) break;
+        if (!seen) {
+            st = cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (simplehash)");
+            if (st == CUDA_OK && *done != seq) {
+                LOG_ERROR("cuda", "simplehash: the kernel finished without storing its result");
+                st = CUDA_RUNTIME_ERROR;
+            }
+        }
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
     if (st == CUDA_OK) *out = *(volatile uint64_t *) g_result;
     // After a failure the counter may be anything: start the next hash with a fresh workspace.
     if (st != CUDA_OK || ws == &own) drop(ws);

@@ -160,7 +160,7 @@ __device__ __forceinline__ void fold_segments(uint64_t *values, uint64_t *scratc
     uint64_t *in = values, *out = scratch;
     while (n > 1) {
         const uint64_t nchunks = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
-        for (uint64_t c = warp; c < nchunks; c += LANES / 32) {
+        for (uint64_t c = warp; c < nchunks; c += blockDim.x / 32) {
             const uint64_t base = c * FOLD_CHUNK;
             const int m = n - base < (uint64_t) FOLD_CHUNK ? (int) (n - base) : FOLD_CHUNK;
             // Lane l holds leaves 8l .. 8l + 7 of the chunk (cnt of them exist) and folds them
@@ -194,17 +194,31 @@ __device__ __forceinline__ void fold_segments(uint64_t *values, uint64_t *scratc
     }
 }
 
+// Rows R0 .. R0 + NR - 1 of a full segment, unrolled: the row keys become constant operands.
+template <int Q, int R0, int NR>
+__device__ __forceinline__ void fold_full(uint64_t &a0, uint64_t &a1, const uint4 *w, int lane, unsigned shift) {
+#pragma unroll
+    for (int r0 = R0; r0 < R0 + NR; r0 += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r0, lane, shift);
+}
+
 // The value of segment s of the input (p, len): every thread takes part, thread 0 gets the value
 // (the others get a partial one). Q < 0: the input starts on a 16-byte boundary. Q = 0..3: it
 // starts 4 Q + shift / 8 bytes past one (shift = 0, 8, 16 or 24).
-template <int Q>
+// G row groups (the block has G x 256 threads): thread j of group g folds lane j's rows
+// g ROWS/G .. (g+1) ROWS/G - 1, starting from zero (group 0 from the initial state); a lane's
+// state is a sum mod 2^64 of its rows' terms, so the groups' partial sums add up to exactly the
+// state of SIMPLEHASH.md. More warps per segment keep more loads in flight when there are few
+// segments per multiprocessor.
+template <int Q, int G = 1>
 __device__ __forceinline__ uint64_t segment_value(const uint8_t *__restrict__ p, uint64_t len, uint64_t s) {
-    const int j = threadIdx.x, lane = j % 32, warp = j / 32;
+    static_assert(G == 1 || G == 2 || G == 4, "row groups divide the 64 rows into DEPTH-row runs");
+    constexpr int GR = ROWS / G;  // rows per group
+    const int t = threadIdx.x, j = t % LANES, gi = G == 1 ? 0 : t / LANES, lane = t % 32, warp = t / 32;
     const unsigned shift = 8u * (unsigned) ((uintptr_t) p % 4);
     const uint4 *g = (const uint4 *) ((uintptr_t) p & ~(uintptr_t) 15);
     const uintptr_t safe_end = ((uintptr_t) p + len) & ~(uintptr_t) 15;
     const uint4 *w = g + s * SEGMENT_WORDS + j;  // this lane's granule in row 0
-    uint64_t a0 = IV0, a1 = IV1;
+    uint64_t a0 = gi == 0 ? IV0 : 0, a1 = gi == 0 ? IV1 : 0;
 
     // Rows of this segment whose loads all stay inside the input (when misaligned, a row also
     // loads the first granule of the next row). The same for every thread of the block.
@@ -217,26 +231,46 @@ __device__ __forceinline__ uint64_t segment_value(const uint8_t *__restrict__ p,
     }
 
     if (fast_rows >= (uint64_t) ROWS) {
-        // Every segment but the last: fully unrolled, the row keys become constant operands.
-#pragma unroll
-        for (int r0 = 0; r0 < ROWS; r0 += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r0, lane, shift);
+        // Every segment but the last: fully unrolled.
+        if (G == 1 || gi == 0) fold_full<Q, 0, GR>(a0, a1, w, lane, shift);
+        else if (gi == 1) fold_full<Q, (G > 1 ? GR : 0), GR>(a0, a1, w, lane, shift);
+        else if (gi == 2) fold_full<Q, (G > 2 ? 2 * GR : 0), GR>(a0, a1, w, lane, shift);
+        else fold_full<Q, (G > 3 ? 3 * GR : 0), GR>(a0, a1, w, lane, shift);
     } else {
         // The last segment or two: full rows as above, then the rest word by word, carefully.
-        int r = 0;
-        for (; r + DEPTH <= (int) fast_rows; r += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r, lane, shift);
-        for (; r < (int) fast_rows; r++) fold_rows<Q, 1>(a0, a1, w, r, lane, shift);
+        const int rend = (gi + 1) * GR, fast = fast_rows < (uint64_t) rend ? (int) fast_rows : rend;
+        int r = gi * GR;
+        for (; r + DEPTH <= fast; r += DEPTH) fold_rows<Q, DEPTH>(a0, a1, w, r, lane, shift);
+        for (; r < fast; r++) fold_rows<Q, 1>(a0, a1, w, r, lane, shift);
         const uint64_t words = (len + 15) / 16;
         const uint64_t n_s = words - s * SEGMENT_WORDS < SEGMENT_WORDS ? words - s * SEGMENT_WORDS : SEGMENT_WORDS;
-        for (; r < ROWS && (uint64_t) (r * LANES + j) < n_s; r++)
+        for (; r < rend && (uint64_t) (r * LANES + j) < n_s; r++)
             accumulate(a0, a1, load_word_careful<Q>(p, len, g, safe_end, shift, s * SEGMENT_WORDS + r * LANES + j), r);
     }
 
-    // Lane tree: at offset o, a lane whose index is a multiple of 2o is the left child.
+    if (G > 1) {
+        __shared__ uint64_t partial[2][G > 1 ? (G - 1) * LANES : 1];
+        if (gi > 0) {
+            partial[0][(gi - 1) * LANES + j] = a0;
+            partial[1][(gi - 1) * LANES + j] = a1;
+        }
+        __syncthreads();
+        if (gi == 0) {
+#pragma unroll
+            for (int k = 0; k < G - 1; k++) {
+                a0 += partial[0][k * LANES + j];
+                a1 += partial[1][k * LANES + j];
+            }
+        }
+    }
+
+    // Lane tree: at offset o, a lane whose index is a multiple of 2o is the left child. Warps of
+    // groups other than 0 compute values nobody uses.
     uint64_t v = fmix64(a0 ^ (a1 * P3));
 #pragma unroll
     for (int o = 1; o < 32; o *= 2) v = combine(v, __shfl_down_sync(0xffffffffu, v, o));
     __shared__ uint64_t warp_values[LANES / 32];
-    if (lane == 0) warp_values[warp] = v;
+    if (lane == 0 && warp < LANES / 32) warp_values[warp] = v;
     __syncthreads();
     if (warp == 0) {
         v = warp_values[lane % (LANES / 32)];
@@ -248,7 +282,7 @@ __device__ __forceinline__ uint64_t segment_value(const uint8_t *__restrict__ p,
 
 // Thread 0 publishes segment s's value among the nseg values of its input, then counts the block
 // in; the block that counts last folds the segment tree into *result and clears the counter.
-__device__ __forceinline__ void publish_and_fold(uint64_t v, uint64_t s, uint64_t nseg, uint64_t len,
+__device__ __forceinline__ bool publish_and_fold(uint64_t v, uint64_t s, uint64_t nseg, uint64_t len,
                                                  unsigned *counter, uint64_t *seg_values, uint64_t *scratch,
                                                  uint64_t *result) {
     __shared__ bool last;
@@ -262,6 +296,7 @@ __device__ __forceinline__ void publish_and_fold(uint64_t v, uint64_t s, uint64_
         __threadfence();
         fold_segments(seg_values, scratch, nseg, len, result, counter);
     }
+    return last;
 }
 
 inline uint64_t segment_count(size_t len) { return len == 0 ? 1 : ((uint64_t) len + SEGMENT - 1) / SEGMENT; }

@@ -206,11 +206,15 @@ typedef struct reduce_link {
  * for rank r of n, chunk (r-1) mod n first, then (r-2), ... down to r (README.md, "Staging").
  * With lanes (below) that order holds per lane, and the lanes' calls interleave: a stager must
  * accept ranges out of offset order.
- * A non-zero return fails the ring with REDUCE_ESTAGE. */
+ * A non-zero return fails the ring with REDUCE_ESTAGE.
+ * early_input non-zero: the ring calls input() for a reduce-scatter receive's range before it
+ * posts the receive (not when it processes it), so that a link that combines frames as they land
+ * (post_recv_combine, which reads sendbuf then) may do so for staged buffers too. */
 typedef struct reduce_ring_stage {
     int (*input)(void *ctx, size_t off, size_t len);
     int (*output)(void *ctx, size_t off, size_t len);
     void *ctx;
+    int early_input;
 } reduce_ring_stage_t;
 
 /* Profiling hooks (docs/profiler.md): begin(ctx, phase) when phase 0 (reduce-scatter) or 1

@@ -246,8 +246,8 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
         memset(ln, 0, sizeof *ln);
         ln->next = L > 1 ? p->next_lanes[l] : p->next;
         ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
-        /* Quantized frames and staged buffers keep the staging path. */
-        ln->comb = !q_on && stage == NULL && ln->prev.ops->post_recv_combine != NULL;
+        /* Quantized frames, and staged buffers whose input comes late, keep the staging path. */
+        ln->comb = !q_on && (stage == NULL || stage->early_input) && ln->prev.ops->post_recv_combine != NULL;
         ln->n0 = ln->rs_sends = lane_share(nsub_of(&g, chunk_at(&g, 1, 0)), l, L);
         uint64_t k = 0;
         for (uint32_t t = 0; t < steps(&g); t++) {
@@ -364,6 +364,11 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                                  : q.rx + (l * nst + ln->r_posted % wl) * q.stride;
                     len = reduce_quant_frame_bytes(dtype, qo, rpost->len / esz);
                 }
+                /* The link combines against sendbuf as the frame lands: stage it first. */
+                if (ln->comb && !gather && stage != NULL && stage->input(stage->ctx, rpost->off, len) != 0) {
+                    rc = REDUCE_ESTAGE;
+                    goto out;
+                }
                 reduce_req_t *rq = &rreq[lw + ln->r_posted % wl];
                 atomic_store(&rq->state, REDUCE_REQ_PENDING);
                 rq->doorbell = p->doorbell;
@@ -458,7 +463,7 @@ int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, vo
                 if (st == REDUCE_REQ_DONE) {
                     const cursor_t *rproc = &ln->rproc;
                     size_t elems = rproc->len / esz;
-                    if (stage != NULL && rproc->t < n - 1 &&
+                    if (stage != NULL && rproc->t < n - 1 && !ln->comb &&
                         stage->input(stage->ctx, rproc->off, rproc->len) != 0) {
                         rc = REDUCE_ESTAGE;
                         goto out;

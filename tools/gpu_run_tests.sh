@@ -46,6 +46,13 @@ if [ $gpu = yes ] && [ -n "$san" ]; then
         run "simplehash_many_gpu_test --quick under compute-sanitizer $tool" \
             "$san" --tool $tool --error-exitcode 1 --print-limit 20 "$here/simplehash_many_gpu_test" --quick
     done
+    # Device buffers in pcclAllReduce and in a shared-state sync (peer processes too).
+    run "device_allreduce_test under compute-sanitizer memcheck" \
+        "$san" --tool memcheck --target-processes all --error-exitcode 1 --print-limit 20 \
+        "$here/device_allreduce_test" "$here/pccl-master"
+    run "device_shared_state_test under compute-sanitizer memcheck" \
+        "$san" --tool memcheck --target-processes all --error-exitcode 1 --print-limit 20 \
+        "$here/device_shared_state_test" "$here/pccl-master"
     # The stream-ordered all-reduce (peer processes too) and the fingerprint kernels, quick forms.
     run "stream_allreduce_test --quick under compute-sanitizer memcheck" \
         "$san" --tool memcheck --target-processes all --error-exitcode 1 --print-limit 20 \

@@ -247,37 +247,50 @@ void bench_size(size_t bytes, const char *torch_file, cudaStream_t stream) {
 }
 
 // Small tensors are bound by launch and round-trip latency: the synchronous hash (what the
-// table offers) against a synchronous copy of the same 4 KiB to the host.
+// table offers; up to 16 KiB it copies to the host and hashes there, above it launches the
+// kernel) against a synchronous copy of the same bytes to the host, pageable (a std::vector:
+// the row's baseline) and page-locked (the fastest copy there is).
 void latency_small(cudaStream_t stream) {
-    const size_t bytes = 4096;
-    uint8_t *d = NULL;
-    CK(cudaMalloc(&d, bytes));
-    fill_kernel<<<1, 256, 0, stream>>>((uint64_t *) d, bytes / 8, 7);
-    std::vector<uint8_t> host(bytes);
-    uint64_t h = 0;
-    std::vector<double> t_hash, t_copy;
-    for (int i = 0; i < 20; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
-    for (int r = 0; r < ROUNDS; r++) {
-        // Host clock: the synchronous call is what a caller waits for.
-        timespec a, b, c;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        for (int i = 0; i < 200; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        for (int i = 0; i < 200; i++) CKS(cuda_memcpy_d2h(host.data(), d, bytes, stream));
-        clock_gettime(CLOCK_MONOTONIC, &c);
-        t_hash.push_back(((b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3) / 200);
-        t_copy.push_back(((c.tv_sec - b.tv_sec) * 1e6 + (c.tv_nsec - b.tv_nsec) * 1e-3) / 200);
+    const size_t sizes[] = {4096, 65536};
+    for (size_t bytes : sizes) {
+        uint8_t *d = NULL;
+        CK(cudaMalloc(&d, bytes));
+        fill_kernel<<<16, 256, 0, stream>>>((uint64_t *) d, bytes / 8, 7);
+        std::vector<uint8_t> host(bytes);
+        void *pinned = NULL;
+        CK(cudaHostAlloc(&pinned, bytes, 0));
+        uint64_t h = 0;
+        std::vector<double> t_hash, t_copy, t_pinned;
+        for (int i = 0; i < 20; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
+        for (int r = 0; r < ROUNDS; r++) {
+            // Host clock: the synchronous call is what a caller waits for.
+            timespec a, b, c, e;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            for (int i = 0; i < 200; i++) CKS(cuda_simplehash(d, bytes, stream, &h));
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            for (int i = 0; i < 200; i++) CKS(cuda_memcpy_d2h(host.data(), d, bytes, stream));
+            clock_gettime(CLOCK_MONOTONIC, &c);
+            for (int i = 0; i < 200; i++) CKS(cuda_memcpy_d2h(pinned, d, bytes, stream));
+            clock_gettime(CLOCK_MONOTONIC, &e);
+            t_hash.push_back(((b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) * 1e-3) / 200);
+            t_copy.push_back(((c.tv_sec - b.tv_sec) * 1e6 + (c.tv_nsec - b.tv_nsec) * 1e-3) / 200);
+            t_pinned.push_back(((e.tv_sec - c.tv_sec) * 1e6 + (e.tv_nsec - c.tv_nsec) * 1e-3) / 200);
+        }
+        if (h != hash_simple(host.data(), bytes)) {
+            fprintf(stderr, "cuda_bench: %zu-byte GPU hash differs from hash_simple\n", bytes);
+            exit(1);
+        }
+        fprintf(stderr, "  synchronous simplehash %zu KiB %.1f us, synchronous copy to host %.1f us (page-locked %.1f us)\n",
+                bytes / 1024, median(t_hash), median(t_copy), median(t_pinned));
+        char name[128];
+        snprintf(name, sizeof name, "cuda/simplehash_sync_%zuKiB_latency_vs_d2h_copy", bytes / 1024);
+        row(name, median(t_hash), "us", median(t_copy));
+        snprintf(name, sizeof name, "cuda/simplehash_sync_%zuKiB_latency_vs_d2h_copy_pinned", bytes / 1024);
+        row(name, median(t_hash), "us", median(t_pinned));
+        CK(cudaFreeHost(pinned));
+        CK(cudaFree(d));
     }
-    if (h != hash_simple(host.data(), bytes)) {
-        fprintf(stderr, "cuda_bench: 4 KiB GPU hash differs from hash_simple\n");
-        exit(1);
-    }
-    fprintf(stderr, "  synchronous simplehash 4 KiB %.1f us, synchronous 4 KiB copy to host %.1f us\n",
-            median(t_hash), median(t_copy));
-    row("cuda/simplehash_sync_4KiB_latency_vs_d2h_copy", median(t_hash), "us", median(t_copy));
-    CK(cudaFree(d));
 }
-
 
 // A model's whole state, the way a shared-state sync hashes it. The GPT-2 124M tensors (148,
 // 498 MB, float32, one allocation each) against the read bandwidth of ONE tensor of the same
@@ -446,7 +459,7 @@ extern "C" int cuda_bench_main(int argc, char **argv) {
     fprintf(stderr, "cuda_bench: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
     cudaStream_t stream;
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const size_t sizes[] = {32 * MiB, 256 * MiB, 1024 * MiB};
+    const size_t sizes[] = {4 * MiB, 16 * MiB, 32 * MiB, 256 * MiB, 1024 * MiB};
     bool model_only = false;
     for (int i = 1; i < argc; i++) model_only |= strcmp(argv[i], "--model") == 0;
     if (!model_only)

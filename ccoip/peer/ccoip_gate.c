@@ -117,6 +117,65 @@ static size_t order_pos(const ccoip_gate_t *g, uint32_t first, size_t off) {
 
 static uint32_t in_first(const ccoip_gate_t *g) { return (g->rank + g->world - 1) % g->world; }
 
+/* The input order. The ring reads its first two chunks (rank-1: its first sends; rank-2: its
+ * first reduce-scatter receives, combined with our input) at the same pace, then one chunk per
+ * step: so slices of the first two alternate, and the other chunks follow whole, from rank-3
+ * down. A copy of chunk rank-2 queued behind all of rank-1 would hold the ring's receives back. */
+static uint32_t in_lead(const ccoip_gate_t *g) { return g->world >= 2 ? 2 : 1; }
+
+static size_t in_slice(const ccoip_gate_t *g) {
+    size_t s = (g->part / 2) & ~(size_t) 15;
+    return s > 0 ? s : 16;
+}
+
+static size_t in_pos(const ccoip_gate_t *g, size_t off) {
+    uint32_t n = g->world, first = in_first(g), lead = in_lead(g);
+    size_t e = off / g->esz, base = g->count / n, rem = g->count % n;
+    uint32_t c = (uint32_t) (e < rem * (base + 1) ? e / (base + 1) : rem + (e - rem * (base + 1)) / base);
+    uint32_t k = (first + n - c) % n;
+    if (k >= lead) return order_pos(g, first, off);
+    size_t s0, l0, s1 = 0, l1 = 0, S = in_slice(g);
+    reduce_ring_chunk(g->count, g->esz, n, first, &s0, &l0);
+    if (lead == 2) reduce_ring_chunk(g->count, g->esz, n, (first + n - 1) % n, &s1, &l1);
+    size_t x = off - (k == 0 ? s0 : s1), i = x / S, iS = i * S, i1S = iS + S;
+    size_t before = k == 0 ? (iS < l0 ? iS : l0) + (iS < l1 ? iS : l1) : (i1S < l0 ? i1S : l0) + (iS < l1 ? iS : l1);
+    return before + (x - iS);
+}
+
+/* The input order's segments one by one (offset, length); false at the end. */
+typedef struct in_iter {
+    uint32_t k, j;
+    size_t i;
+} in_iter_t;
+
+static bool in_next(const ccoip_gate_t *g, in_iter_t *it, size_t *off, size_t *len) {
+    uint32_t n = g->world, first = in_first(g), lead = in_lead(g);
+    size_t S = in_slice(g);
+    while (it->k < lead) {
+        size_t cs[2], cl[2] = {0, 0};
+        for (uint32_t j = 0; j < lead; j++) reduce_ring_chunk(g->count, g->esz, n, (first + n - j) % n, &cs[j], &cl[j]);
+        if (it->i * S >= (cl[0] > cl[1] ? cl[0] : cl[1])) {
+            it->k = lead;
+            break;
+        }
+        uint32_t j = it->j;
+        size_t i = it->i;
+        if (++it->j == lead) {
+            it->j = 0;
+            it->i++;
+        }
+        if (i * S < cl[j]) {
+            *off = cs[j] + i * S;
+            *len = cl[j] - i * S < S ? cl[j] - i * S : S;
+            return true;
+        }
+    }
+    if (it->k >= n) return false;
+    reduce_ring_chunk(g->count, g->esz, n, (first + n - it->k) % n, off, len);
+    it->k++;
+    return true;
+}
+
 /* One copy of bytes [off, off+len) between the device buffer and the block, on the stream. */
 static cuda_status_t copy_segment(ccoip_gate_t *g, void *stream, bool input, const char *dev_in, char *dev_out,
                                   size_t off, size_t len) {
@@ -130,12 +189,18 @@ static cuda_status_t copy_segment(ccoip_gate_t *g, void *stream, bool input, con
  * host->device ranges each behind its wait (output). Adjacent segments of a part go as one copy. */
 static cuda_status_t queue_side(ccoip_gate_t *g, void *stream, bool input, const char *dev_in, char *dev_out) {
     const cuda_table_t *cu = g->set->cu;
-    uint32_t n = g->world, first = input ? in_first(g) : g->rank;
+    uint32_t n = g->world, first = g->rank;
     size_t pos = 0, pend_off = 0, pend_len = 0;
     cuda_status_t st = CUDA_OK;
-    for (uint32_t k = 0; k < n && st == CUDA_OK; k++) {
+    in_iter_t it = {0, 0, 0};
+    for (uint32_t k = 0; st == CUDA_OK; k++) {
         size_t start, len, at = 0;
-        reduce_ring_chunk(g->count, g->esz, n, (first + n - k) % n, &start, &len);
+        if (input) {
+            if (!in_next(g, &it, &start, &len)) break;
+        } else {
+            if (k >= n) break;
+            reduce_ring_chunk(g->count, g->esz, n, (first + n - k) % n, &start, &len);
+        }
         while (at < len && st == CUDA_OK) {
             uint32_t i = (uint32_t) (pos / g->part);
             if (!input && pos % g->part == 0) st = cu->stream_wait_flag(stream, g->word, g->base + 1 + i);
@@ -288,8 +353,9 @@ void ccoip_gate_wait_input(ccoip_gate_t *g) {
 
 static int stage_input(void *ctx, size_t off, size_t len) {
     ccoip_gate_t *g = ctx;
+    if (len == 0) return 0;
     uint32_t need = g->pieces;
-    if (g->in_plan) need = (uint32_t) ((order_pos(g, in_first(g), off) + len - 1) / g->part) + 1;
+    if (g->in_plan && len > 0) need = (uint32_t) (in_pos(g, off + len - 1) / g->part) + 1;
     if (need <= g->waited) return 0;
     /* Copies run in stream order: piece need-1 done means every piece before it is too. */
     cuda_status_t st = g->set->cu->event_synchronize(g->event_piece[need - 1]);
@@ -325,7 +391,7 @@ const reduce_ring_stage_t *ccoip_gate_stage(ccoip_gate_t *g, uint32_t rank, uint
     atomic_store(&g->set->last_rank, rank);
     atomic_store(&g->set->last_world, world);
     g->in_plan = rank == g->rank && world == g->world;
-    g->hooks = (reduce_ring_stage_t){stage_input, stage_output, g};
+    g->hooks = (reduce_ring_stage_t){stage_input, stage_output, g, 1};
     return &g->hooks;
 }
 

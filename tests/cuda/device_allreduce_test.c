@@ -23,6 +23,13 @@
 #include "tests/ccoip/harness.h"
 #include "tests/cuda/gpu_peer.h"
 
+/* GPUs on this machine (the driver's view, before any CUDA_VISIBLE_DEVICES of its peers). */
+static int gpu_count(void) {
+    static int n = -1;
+    if (n < 0 && (cuda_table() == NULL || cuda_table()->device_count(&n) != CUDA_OK)) n = 0;
+    return n;
+}
+
 #define NPEERS 3
 #define MiB ((size_t) 1 << 20)
 
@@ -162,15 +169,114 @@ static const dcase_t cases[] = {
 };
 #define NCASES ((int) (sizeof cases / sizeof cases[0]))
 
-static double busbw(pcclComm_t *comm, void *send, void *recv, size_t count, int world, uint64_t tag) {
+static double med(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[n / 2];
+}
+
+/* Seconds per all-reduce, `iters` back to back (every call waits for the result). */
+static double op_time(pcclComm_t *comm, void *send, void *recv, size_t count, uint64_t tag, int iters) {
     pcclReduceDescriptor_t d = {count, pcclSum, tag, {pcclFloat, pcclDistributionNone}, {pcclUint8, pcclQuantNone}};
-    if (pcclAllReduce(send, recv, &d, comm, NULL) != pcclSuccess) return -1; /* warm-up */
-    const int iters = 5;
     double t0 = now_s();
     for (int i = 0; i < iters; i++)
         if (pcclAllReduce(send, recv, &d, comm, NULL) != pcclSuccess) return -1;
-    double t = (now_s() - t0) / iters;
-    return 2.0 * (world - 1) / world * (double) (count * 4) / t / 1e9;
+    return (now_s() - t0) / iters;
+}
+
+/* --bench, one size: ROUNDS interleaved rounds (the order flips every round) of host- and
+ * device-buffer all-reduces, then the copies alone: every peer copies the whole buffer device to
+ * host, then host to device, at the same time as the others (they leave the all-reduce before
+ * together), through the same pinned memory the op uses. Medians; peer 0 prints the rows. */
+#define ROUNDS 7
+static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world, size_t bytes, uint64_t tag) {
+    size_t count = bytes / 4;
+    int iters = bytes <= 16 * MiB ? 8 : bytes <= 64 * MiB ? 4 : 2;
+    void *hs = malloc(bytes), *hr = malloc(bytes), *ds = NULL, *dr = NULL, *pin = NULL;
+    if (!hs || !hr || cu->device_alloc(&ds, bytes) != CUDA_OK || cu->device_alloc(&dr, bytes) != CUDA_OK ||
+        cu->host_alloc(&pin, bytes) != CUDA_OK) {
+        printf("FAIL bench allocation\n");
+        return 1;
+    }
+    fill(hs, pcclFloat, p, count);
+    cu->memcpy_h2d(ds, hs, bytes, NULL);
+    double th[ROUNDS], td[ROUNDS], tin[ROUNDS], tout[ROUNDS], tv[3][ROUNDS];
+    void *pin2 = NULL;
+    if (getenv("PCCL_DEVICE_BENCH_HOSTVARIANTS") != NULL && cu->host_alloc(&pin2, bytes) != CUDA_OK) {
+        printf("FAIL bench allocation\n");
+        return 1;
+    }
+    if (op_time(comm, hs, hr, count, tag, 1) < 0 || op_time(comm, ds, dr, count, tag + 1, 1) < 0) { /* warm-up */
+        printf("FAIL bench all-reduce\n");
+        return 1;
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < 2; k++) {
+            int dev = (k + r) % 2;
+            double t = dev ? op_time(comm, ds, dr, count, tag + 1, iters) : op_time(comm, hs, hr, count, tag, iters);
+            if (t < 0) {
+                printf("FAIL bench all-reduce\n");
+                return 1;
+            }
+            (dev ? td : th)[r] = t;
+        }
+        if (getenv("PCCL_DEVICE_BENCH_HOSTVARIANTS") != NULL) { /* where the ring's own time goes */
+            double a = op_time(comm, hs, hs, count, tag + 100, iters);        /* in place, malloc */
+            double b = op_time(comm, pin, pin2, count, tag + 101, iters);     /* page-locked, two */
+            double c = op_time(comm, pin, pin, count, tag + 102, iters);      /* page-locked, in place */
+            tv[0][r] = a, tv[1][r] = b, tv[2][r] = c;
+            fill(hs, pcclFloat, p, count);
+        }
+        double t0 = now_s();
+        cu->memcpy_d2h(pin, ds, bytes, NULL);
+        double t1 = now_s();
+        cu->memcpy_h2d(dr, pin, bytes, NULL);
+        tin[r] = t1 - t0;
+        tout[r] = now_s() - t1;
+    }
+    /* The device result equals the host result. */
+    void *hd = malloc(bytes);
+    if (hd == NULL || cu->memcpy_d2h(hd, dr, bytes, NULL) != CUDA_OK ||
+        op_time(comm, ds, dr, count, tag + 1, 1) < 0 || cu->memcpy_d2h(hd, dr, bytes, NULL) != CUDA_OK ||
+        op_time(comm, hs, hr, count, tag, 1) < 0 || memcmp(hd, hr, bytes) != 0) {
+        printf("FAIL bench: device result differs from the host result\n");
+        return 1;
+    }
+    free(hd);
+    double host = med(th, ROUNDS), dev = med(td, ROUNDS), in = med(tin, ROUNDS), out = med(tout, ROUNDS);
+    double f = 2.0 * (world - 1) / world * (double) bytes / 1e9;
+    if (p == 0) {
+        size_t m = bytes / MiB;
+        const char *mode = getenv("PCCL_DEVICE_COPIES");
+        if (mode != NULL)
+            printf("row device_allreduce_busbw_%zuMiB_%dp_%s,%.3f,GB/s,%.3f,%.3f\n", m, world, mode, f / dev, f / host,
+                   host / dev);
+    }
+    if (p == 0 && pin2 != NULL) {
+        static const char *vn[3] = {"host_inplace", "pinned_two_blocks", "pinned_inplace"};
+        for (int v = 0; v < 3; v++)
+            printf("row device_allreduce_ring_%s_%zuMiB_%dp,%.3f,ms,%.3f,%.3f\n", vn[v], bytes / MiB, world,
+                   med(tv[v], ROUNDS) * 1e3, host * 1e3, med(tv[v], ROUNDS) / host);
+    }
+    if (pin2 != NULL) cu->host_free(pin2);
+    if (p == 0 && getenv("PCCL_DEVICE_COPIES") == NULL) {
+        size_t m = bytes / MiB;
+        printf("row device_allreduce_busbw_%zuMiB_%dp,%.3f,GB/s,%.3f,%.3f\n", m, world, f / dev, f / host, host / dev);
+        printf("row device_allreduce_d2h_all_peers_%zuMiB_%dp_vs_host_ring,%.3f,ms,%.3f,%.3f\n", m, world, in * 1e3,
+               host * 1e3, in / host);
+        printf("row device_allreduce_h2d_all_peers_%zuMiB_%dp_vs_host_ring,%.3f,ms,%.3f,%.3f\n", m, world, out * 1e3,
+               host * 1e3, out / host);
+    }
+    cu->device_free(ds);
+    cu->device_free(dr);
+    cu->host_free(pin);
+    free(hs);
+    free(hr);
+    return 0;
 }
 
 static int peer_main(int port, int p, int world, int bench) {
@@ -193,26 +299,9 @@ static int peer_main(int port, int p, int world, int bench) {
         printf("mixed %d\n", (int) r);
         cu->device_free(d);
     } else {
-        const size_t sizes[] = {64 * MiB, 256 * MiB};
-        for (int s = 0; s < 2; s++) {
-            size_t bytes = sizes[s], count = bytes / 4;
-            void *hs = malloc(bytes), *hr = malloc(bytes), *ds = NULL, *dr = NULL;
-            if (!hs || !hr || cu->device_alloc(&ds, bytes) != CUDA_OK || cu->device_alloc(&dr, bytes) != CUDA_OK) {
-                printf("FAIL bench allocation\n");
-                return 1;
-            }
-            memset(hs, 0, bytes);
-            cu->memcpy_h2d(ds, hs, bytes, NULL);
-            double host = busbw(comm, hs, hr, count, world, 10 + (uint64_t) s);
-            double dev = busbw(comm, ds, dr, count, world, 20 + (uint64_t) s);
-            if (p == 0)
-                printf("row device_allreduce_busbw_%zuMiB_%dp,%.3f,GB/s,%.3f,%.3f\n", bytes / MiB, world, dev, host,
-                       dev / host);
-            cu->device_free(ds);
-            cu->device_free(dr);
-            free(hs);
-            free(hr);
-        }
+        const size_t sizes[] = {16 * MiB, 64 * MiB, 256 * MiB};
+        for (int k = 0; k < 3; k++)
+            if (bench_size(cu, comm, p, world, sizes[k], 10 + 2 * (uint64_t) k) != 0) return 1;
     }
     printf("done\n");
     fflush(stdout);
@@ -220,24 +309,10 @@ static int peer_main(int port, int p, int world, int bench) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc >= 5 && strcmp(argv[1], "peer") == 0)
-        return peer_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5);
-    const cuda_table_t *cu = cuda_table();
-    int ndev = 0;
-    if (cu == NULL || cu->device_count(&ndev) != CUDA_OK || ndev == 0) {
-        printf("device_allreduce_test: skipped: no GPU%s\n", cu == NULL ? " (CUDA not built in)" : "");
-        return 0;
-    }
-    if (argc < 2) {
-        fprintf(stderr, "usage: device_allreduce_test MASTER_BIN [--bench]\n");
-        return 2;
-    }
-    int bench = argc > 2 && strcmp(argv[2], "--bench") == 0;
-    int world = bench ? 2 : NPEERS;
-    h_init(bench ? 300 : 180);
+/* One master and `world` peers; returns the failures. */
+static int session(char *self, char *master_bin, int world, int bench) {
     h_proc_t master, peers[NPEERS];
-    int port = h_start_master(&master, argv[1], NULL);
+    int port = h_start_master(&master, master_bin, NULL);
     if (port <= 0) {
         fprintf(stderr, "cannot start the master\n");
         return 1;
@@ -247,7 +322,8 @@ int main(int argc, char **argv) {
     snprintf(world_s, sizeof world_s, "%d", world);
     for (int i = 0; i < world; i++) {
         snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
-        char *args[] = {argv[0], "peer", port_s, idx_s[i], world_s, bench ? "bench" : NULL, NULL};
+        char *args[] = {self, "peer", port_s, idx_s[i], world_s, bench ? "bench" : NULL, NULL};
+        gpu_peer_pick_device(i, gpu_count());
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;
@@ -298,5 +374,38 @@ int main(int argc, char **argv) {
     h_kill(&master, 15);
     h_wait(&master, 5000);
     if (!bench) printf("device_allreduce_test: %d cases x %d peers, %d failures\n", NCASES, world, failures);
+    return failures;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 5 && strcmp(argv[1], "peer") == 0)
+        return peer_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5);
+    const cuda_table_t *cu = cuda_table();
+    int ndev = 0;
+    if (cu == NULL || cu->device_count(&ndev) != CUDA_OK || ndev == 0) {
+        printf("device_allreduce_test: skipped: no GPU%s\n", cu == NULL ? " (CUDA not built in)" : "");
+        return 0;
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: device_allreduce_test MASTER_BIN [--bench]\n");
+        return 2;
+    }
+    int bench = argc > 2 && strcmp(argv[2], "--bench") == 0;
+    h_init(bench ? 600 : 180);
+    if (!bench) return session(argv[0], argv[1], NPEERS, 0) ? 1 : 0;
+    /* --bench: 2 peers, then 3; PCCL_DEVICE_BENCH_MODES="late whole" adds sessions with
+     * PCCL_DEVICE_COPIES set so (rows suffixed _late, _whole). */
+    const char *modes = getenv("PCCL_DEVICE_BENCH_MODES");
+    char list[128];
+    int failures = 0;
+    for (int world = 2; world <= 3; world++) {
+        snprintf(list, sizeof list, "default %s", modes ? modes : "");
+        for (char *save = NULL, *m = strtok_r(list, " ", &save); m != NULL; m = strtok_r(NULL, " ", &save)) {
+            if (strcmp(m, "default") == 0) unsetenv("PCCL_DEVICE_COPIES");
+            else setenv("PCCL_DEVICE_COPIES", m, 1);
+            failures += session(argv[0], argv[1], world, 1);
+        }
+    }
+    unsetenv("PCCL_DEVICE_COPIES");
     return failures ? 1 : 0;
 }

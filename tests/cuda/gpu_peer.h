@@ -3,6 +3,8 @@
 #ifndef PCCL_TESTS_CUDA_GPU_PEER_H
 #define PCCL_TESTS_CUDA_GPU_PEER_H
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +28,17 @@ static inline pcclComm_t *gpu_peer_connect(int port, int world) {
         pcclUpdateTopology(comm); /* admits whoever waits; a failed round is simply repeated */
     }
     return NULL;
+}
+
+/* Driver side, before spawning peer i: with PCCL_TEST_GPU_PER_PEER=1 in the environment and
+ * `ndev` GPUs, peer i sees only GPU i mod ndev (CUDA_VISIBLE_DEVICES, inherited), as peers on
+ * one GPU each would in a deployment; otherwise every peer shares GPU 0 (the default). */
+static inline void gpu_peer_pick_device(int i, int ndev) {
+    const char *v = getenv("PCCL_TEST_GPU_PER_PEER");
+    if (v == NULL || strcmp(v, "1") != 0 || ndev < 2) return;
+    char s[16];
+    snprintf(s, sizeof s, "%d", i % ndev);
+    setenv("CUDA_VISIBLE_DEVICES", s, 1);
 }
 
 #endif /* PCCL_TESTS_CUDA_GPU_PEER_H */

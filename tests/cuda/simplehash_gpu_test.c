@@ -2,7 +2,9 @@
  * every length 0..4099 at every start offset 0..15, segment and row boundaries, ranges that end
  * exactly at the end of their allocation (so that compute-sanitizer sees any over-read), random
  * lengths up to 1 GiB at random offsets, repeated runs, a caller's stream, single-byte changes,
- * and a host pointer refused.
+ * and a host pointer refused. The synchronous call hashes inputs of up to 16 KiB on the host
+ * after one copy; so every input is also hashed by the kernel itself (cuda_simplehash_async,
+ * one workspace for all), which must give the same 64 bits.
  *
  * Without CUDA built in, or without a GPU, it prints one "skipped" line and passes.
  * `--quick` runs only lengths 0..80 and the end-of-allocation cases up to 3 segments (for
@@ -16,6 +18,9 @@
 #include "cuda/cuda_table.h"
 #include "hash/hash.h"
 #include "tests/common/check.h"
+#ifdef PCCL_HAVE_CUDA_API
+#include "cuda/cuda_api.h"
+#endif
 
 #define SEG ((size_t) HASH_SIMPLE_SEGMENT_BYTES)
 #define GiB ((size_t) 1 << 30)
@@ -54,9 +59,31 @@ static uint64_t gpu_hash(const void *dev, size_t len, void *stream) {
     return h;
 }
 
+#ifdef PCCL_HAVE_CUDA_API
+static void *kernel_ws;        /* workspace for the largest input; its counter is left at zero */
+static uint64_t *kernel_result; /* device memory */
+
+static uint64_t kernel_hash(const void *dev, size_t len) {
+    uint64_t h = 0;
+    CHECK(cuda_simplehash_async(dev, len, kernel_ws, kernel_result, NULL) == CUDA_OK);
+    CHECK(t->memcpy_d2h(&h, kernel_result, sizeof h, NULL) == CUDA_OK);
+    return h;
+}
+#endif
+
 /* One check per (length, offset): a failure names both. */
 static int compare(const unsigned char *host, const unsigned char *dev, size_t len, size_t off, const char *what) {
     uint64_t cpu = hash_simple(host, len), gpu = gpu_hash(dev, len, NULL);
+#ifdef PCCL_HAVE_CUDA_API
+    uint64_t kern = kernel_hash(dev, len);
+    if (kern != gpu) {
+        check_count++;
+        if (check_failures++ < 20)
+            fprintf(stderr, "MISMATCH %s: len %zu offset %zu: kernel %016" PRIx64 " call %016" PRIx64 "\n", what, len,
+                    off, kern, gpu);
+        return 1;
+    }
+#endif
     check_count++;
     if (cpu != gpu) {
         if (check_failures++ >= 20) return 1;
@@ -206,6 +233,11 @@ int main(int argc, char **argv) {
     REQUIRE(t->device_alloc((void **) &d, n) == CUDA_OK);
     REQUIRE(t->memcpy_h2d(d, h, n, NULL) == CUDA_OK);
     CHECK(t->is_device_pointer(d) && t->is_device_pointer(d + 3) && !t->is_device_pointer(h));
+#ifdef PCCL_HAVE_CUDA_API
+    REQUIRE(t->device_alloc(&kernel_ws, cuda_simplehash_workspace_bytes(n)) == CUDA_OK);
+    REQUIRE(t->device_alloc((void **) &kernel_result, sizeof *kernel_result) == CUDA_OK);
+    REQUIRE(cuda_memset_async(kernel_ws, 0, 8, NULL) == CUDA_OK && t->stream_synchronize(NULL) == CUDA_OK);
+#endif
 
     double t0 = now_s();
     refusals();
@@ -220,6 +252,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "simplehash_gpu_test%s: %.1f s\n", quick ? " --quick" : "", now_s() - t0);
 
     REQUIRE(t->device_free(d) == CUDA_OK);
+#ifdef PCCL_HAVE_CUDA_API
+    t->device_free(kernel_ws);
+    t->device_free(kernel_result);
+#endif
     free(h);
     int rc = check_exit();
     printf("simplehash_gpu_test%s: %s (%d checks, %d failed)\n", quick ? " --quick" : "", rc ? "FAILED" : "passed",

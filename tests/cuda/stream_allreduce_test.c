@@ -40,6 +40,13 @@
 #include "pccl.h"
 #include "tests/ccoip/harness.h"
 #include "tests/cuda/gpu_peer.h"
+
+/* GPUs on this machine (the driver's view, before any CUDA_VISIBLE_DEVICES of its peers). */
+static int gpu_count(void) {
+    static int n = -1;
+    if (n < 0 && (cuda_table() == NULL || cuda_table()->device_count(&n) != CUDA_OK)) n = 0;
+    return n;
+}
 #include "tests/cuda/test_kernels.h"
 
 #define NPEERS 3
@@ -413,6 +420,7 @@ static int peer_bench(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
  * the limit the copies should approach). Peer 0 prints medians; PCCL_STREAM_COPIES=whole in the
  * environment makes the stream-ordered op copy whole buffers (rows named _whole_). */
 #define OP_ROUNDS 7
+#define SIDE_ITERS 100000 /* about 3 ms on an H100 */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *) a, y = *(const double *) b;
@@ -428,9 +436,12 @@ static int peer_opbench(const cuda_table_t *cu, pcclComm_t *comm, int p, int wor
     static const int sizes_mib[] = {16, 64, 256};
     const char *cp = getenv("PCCL_STREAM_COPIES");
     size_t max_bytes = (size_t) 256 << 20;
-    void *stream = NULL, *d_send = NULL, *d_recv = NULL;
+    void *stream = NULL, *side = NULL, *d_send = NULL, *d_recv = NULL, *k_x = NULL, *k_y = NULL;
     char *h_send = malloc(max_bytes), *h_recv = malloc(max_bytes);
+    const size_t k_count = (size_t) 1 << 20; /* the side kernel: 1 Mi floats, SIDE_ITERS rounds each */
     if (h_send == NULL || h_recv == NULL || cu->stream_create(&stream) != CUDA_OK ||
+        cu->stream_create(&side) != CUDA_OK || cu->device_alloc(&k_x, k_count * 4) != CUDA_OK ||
+        cu->device_alloc(&k_y, k_count * 4) != CUDA_OK || tk_fill(k_x, 0, k_count, p, 1, NULL) != 0 ||
         cu->device_alloc(&d_send, max_bytes) != CUDA_OK || cu->device_alloc(&d_recv, max_bytes) != CUDA_OK ||
         tk_fill(d_send, 0, max_bytes / 4, p, 0, NULL) != 0 || cu->stream_synchronize(NULL) != CUDA_OK) {
         printf("FAIL opbench allocation\n");
@@ -441,8 +452,28 @@ static int peer_opbench(const cuda_table_t *cu, pcclComm_t *comm, int p, int wor
     uint64_t tag = 1;
     for (size_t z = 0; z < sizeof sizes_mib / sizeof sizes_mib[0]; z++) {
         size_t count = ((size_t) sizes_mib[z] << 20) / 4;
-        double t[3][OP_ROUNDS], t_call[OP_ROUNDS];
+        double t[3][OP_ROUNDS], t_call[OP_ROUNDS], t_side[2][OP_ROUNDS];
         for (int round = -1; round < OP_ROUNDS; round++) { /* round -1: warm-up */
+            /* At 64 MiB: a kernel on another stream of this process, alone and while a
+             * stream-ordered op is in flight (queued right after the call; host clock from its
+             * launch to its end). It must keep running during the op. */
+            for (int side_kind = 0; z == 1 && side_kind < 2; side_kind++) {
+                pcclReduceDescriptor_t d = {count, pcclSum, tag++, {pcclFloat, pcclDistributionNone},
+                                            {pcclUint8, pcclQuantNone}};
+                pcclAsyncReduceOp_t h;
+                pcclResult_t r = side_kind ? pcclAllReduceOnStream(d_send, d_recv, &d, comm, stream, &h) : pcclSuccess;
+                double t0 = now_ms();
+                if (r == pcclSuccess && (tk_compute(k_y, k_x, k_count, SIDE_ITERS, side) != 0 ||
+                                         cu->stream_synchronize(side) != CUDA_OK))
+                    r = pcclInternalError;
+                if (round >= 0) t_side[side_kind][round] = now_ms() - t0;
+                if (r == pcclSuccess && side_kind) r = pcclAwaitAsyncReduce(&h, NULL);
+                if (r == pcclSuccess && cu->stream_synchronize(stream) != CUDA_OK) r = pcclInternalError;
+                if (r != pcclSuccess) {
+                    printf("FAIL opbench side kernel: %s\n", pcclResultString(r));
+                    return 1;
+                }
+            }
             for (int kind = 0; kind < 3; kind++) {
                 pcclReduceDescriptor_t d = {count, pcclSum, tag++, {pcclFloat, pcclDistributionNone},
                                             {pcclUint8, pcclQuantNone}};
@@ -471,11 +502,23 @@ static int peer_opbench(const cuda_table_t *cu, pcclComm_t *comm, int p, int wor
             printf("info %d MiB: stream-ordered (copies: %s) %.2f ms (the call %.3f ms), blocking device %.2f ms, host "
                    "buffers %.2f ms\n", sizes_mib[z], cp ? cp : "default", m[0], median(t_call, OP_ROUNDS), m[1], m[2]);
             printf("opms %d %.3f %.3f %.3f\n", sizes_mib[z], m[0], m[1], m[2]);
+            if (cp == NULL) {
+                printf("row device_allreduce_blocking_op_%dMiB_3p,%.3f,ms,%.3f,%.3f\n", sizes_mib[z], m[1], m[2],
+                       m[1] / m[2]);
+                if (z == 1) {
+                    double alone = median(t_side[0], OP_ROUNDS), during = median(t_side[1], OP_ROUNDS);
+                    printf("row stream_allreduce_side_kernel_during_op_64MiB_3p,%.3f,ms,%.3f,%.3f\n", during, alone,
+                           during / alone);
+                }
+            }
         }
     }
     cu->device_free(d_recv);
     cu->device_free(d_send);
     cu->stream_destroy(stream);
+    cu->stream_destroy(side);
+    cu->device_free(k_x);
+    cu->device_free(k_y);
     free(h_send);
     free(h_recv);
     (void) world;
@@ -587,6 +630,7 @@ static int phase(const char *self, const char *master_bin, const char *mode, int
         snprintf(idx_s[i], sizeof idx_s[i], "%d", i);
         char *args[] = {(char *) self, "peer", port_s, idx_s[i], world_s, (char *) mode, NULL};
         if (late) h_stderr_path = log_path[i]; /* the library's line on the failed op goes there */
+        gpu_peer_pick_device(i, gpu_count());
         if (!h_spawn(&peers[i], args)) return 1;
     }
     int failures = 0;

@@ -217,7 +217,7 @@ static void test_staged(void) {
                 }
                 st[r] = (stager_t){in[r], dev_out[r], host[r], calloc(bytes, 1), calloc(bytes, 1)};
                 REQUIRE(st[r].in_seen && st[r].out_seen);
-                hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r]};
+                hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r], 0};
                 runs[r].params.stage = &hooks[r];
                 runs[r].sendbuf = runs[r].recvbuf = host[r];
             }

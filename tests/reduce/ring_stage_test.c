@@ -103,7 +103,7 @@ static void run_case(const stage_case_t *c) {
             st[r] = (stager_t){in[r], dev_out[r], host[r], calloc(bytes, 1), calloc(bytes, 1), 0, 0, 0, -1,
                                net, r};
             REQUIRE(st[r].in_seen && st[r].out_seen);
-            hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r]};
+            hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r], 0};
             runs[r].params.stage = &hooks[r];
             runs[r].sendbuf = host[r];
             runs[r].recvbuf = host[r];
@@ -157,7 +157,7 @@ static void test_failing_hook(void) {
         runs[r].params.subchunk_bytes = 1024;
         st[r] = (stager_t){(unsigned char *) in[r], (unsigned char *) out[r], (unsigned char *) host[r],
                            calloc(count * 4, 1), calloc(count * 4, 1), 0, 0, 0, r == 0 ? 0 : -1, net, r};
-        hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r]};
+        hooks[r] = (reduce_ring_stage_t){stage_in, stage_out, &st[r], 0};
         runs[r].params.stage = &hooks[r];
         runs[r].sendbuf = runs[r].recvbuf = host[r];
         runs[r].count = count;
