@@ -219,15 +219,16 @@ static int shared(void) {
     CHECK_EQ_U64(ss_cmd(p[2], line, sizeof line, "check 7"), 0);
     CHECK(ss_same_hash(p, 3));
     fprintf(stderr, "shared: the Windows newcomer received 5 MiB in %llu ms\n", r[2].ms);
-    /* The Windows peer alone offers content (seed 9; the others only receive): a Linux newcomer
-     * with zeros and the two Linux peers get it from there. */
+    /* The Windows peer alone offers content (seed 9, SEND_ONLY; the others only receive, which
+     * PCCL's rule allows beside SEND_ONLY, not beside ENFORCE_POPULAR): a Linux newcomer with
+     * zeros and the two Linux peers get it from there. */
     REQUIRE(h_start_peer(&peer[3], linux_ss, port, 0));
     ss_admit(&peer[0], 3, &peer[3], 1);
     REQUIRE(ss_cmd(p[3], line, sizeof line, "tensors 5 %llu 0", 1048576ull + 4) == 0);
     for (int t = 0; t < 5; t++) REQUIRE(ss_cmd(p[2], line, sizeof line, "fill %d 9", t) == 0);
     for (int i = 0; i < 3; i++) ss_cmd(p[i], line, sizeof line, "bump");
     int strategy[4] = {PCCL_SHARED_STATE_SYNC_STRATEGY_RECEIVE_ONLY, PCCL_SHARED_STATE_SYNC_STRATEGY_RECEIVE_ONLY,
-                       PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, PCCL_SHARED_STATE_SYNC_STRATEGY_RECEIVE_ONLY};
+                       PCCL_SHARED_STATE_SYNC_STRATEGY_SEND_ONLY, PCCL_SHARED_STATE_SYNC_STRATEGY_RECEIVE_ONLY};
     ss_sync_all(p, 4, strategy, r);
     for (int i = 0; i < 4; i++) CHECK_EQ_U64(r[i].result, 0);
     CHECK_EQ_U64(r[2].rx, 0);
