@@ -25,7 +25,8 @@ static const EVP_CIPHER *evp_of(int cipher) {
 
 bool ccoip_aead_supported(ccoip_aead_cipher_t c) { return evp_of(c) != NULL; }
 
-bool ccoip_aead_aes_fast(void) { return crypto_aead_aes256gcm_is_available() != 0; }
+/* libsodium's CPU check runs in sodium_init (idempotent; ccoip_auth_init calls it too). */
+bool ccoip_aead_aes_fast(void) { return sodium_init() >= 0 && crypto_aead_aes256gcm_is_available() != 0; }
 
 bool ccoip_aead_init(ccoip_aead_t *a, const uint8_t key[32], ccoip_aead_cipher_t cipher) {
     memset(a, 0, sizeof *a);

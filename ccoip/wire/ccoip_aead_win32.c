@@ -15,7 +15,8 @@ static void nonce_of(uint64_t counter, uint8_t n[12]) {
     for (int i = 0; i < 8; i++) n[i] = (uint8_t) (counter >> (8 * i));
 }
 
-bool ccoip_aead_aes_fast(void) { return crypto_aead_aes256gcm_is_available() != 0; }
+/* libsodium's CPU check runs in sodium_init (idempotent; ccoip_auth_init calls it too). */
+bool ccoip_aead_aes_fast(void) { return sodium_init() >= 0 && crypto_aead_aes256gcm_is_available() != 0; }
 
 /* libsodium's AES-256-GCM runs only where the CPU has AES-NI. */
 bool ccoip_aead_supported(ccoip_aead_cipher_t c) {
