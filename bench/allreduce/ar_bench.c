@@ -141,7 +141,7 @@ static double master_cpu_ms(void) {
     double ms = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.') continue;
-        char f[160];
+        char f[96 + 256 + 16];
         snprintf(f, sizeof f, "%s/%s/schedstat", path, e->d_name);
         FILE *fp = fopen(f, "r");
         unsigned long long ns = 0;
