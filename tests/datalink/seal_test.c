@@ -2,7 +2,9 @@
  * (ccoip_datalink.h), every byte checked, plain and quantized, with large and empty frames; a
  * flipped ciphertext byte, a replayed record, a wrong key and another AEAD each break the link
  * (the receive fails, as on an I/O error) instead of delivering bytes; and the bytes on the wire
- * are not the plaintext. All of it for every AEAD this build runs (AES-256-OCB, AES-256-GCM,
+ * are not the plaintext. Sums run with the link combining each record as it opens
+ * (post_recv_combine) and staged for the ring (PCCL_SHM_COMBINE=0). All of it for every AEAD this
+ * build runs (AES-256-OCB, AES-256-GCM,
  * ChaCha20-Poly1305), and the negotiation's rules (ccoip_aead_offer / _choose). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -317,8 +319,11 @@ int main(void) {
         if (!ccoip_aead_supported(cipher)) continue;
         fprintf(stderr, "seal_test: %s\n", ccoip_aead_name(cipher));
         sealed_ring(1, false);
-        sealed_ring(1000003, false);
+        sealed_ring(1000003, false); /* reduce-scatter frames combined as their records open */
         sealed_ring(300000, true);
+        setenv("PCCL_SHM_COMBINE", "0", 1); /* staged, and combined by the ring */
+        sealed_ring(1000003, false);
+        unsetenv("PCCL_SHM_COMBINE");
         tampering();
         sealed_stream();
         passes++;
