@@ -3,9 +3,10 @@
  *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US CPU_US SLEEPS" per size
  *     (MEDIAN_US, MIN_US: the slowest peer's; CPU_US: the sum over the peers of each one's median
  *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches);
- *     first "admit SECONDS MASTER_CPU_MS" (all peers in, and the master's CPU for it), last
- *     "master CPU_MS_PER_OP HWM_KB" (the master's CPU over the timed and untimed ops, per op, and
- *     its peak RSS)
+ *     with --admit-all also first "admit SECONDS MASTER_CPU_MS" (all peers in, and the master's CPU
+ *     for it) and last "master CPU_MS_PER_OP HWM_KB" (the master's CPU over the timed and untimed
+ *     ops, per op, and its peak RSS); without it only busbw lines, as callers that take every
+ *     line's third field expect
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
  *   ar_bench MASTER_BIN PEER_BIN rounds [options]   -> "rounds MEDIAN_MS MAX_MS FAILED" over --iters
  *     topology rounds: pcclUpdateTopology on every peer (the pools reconnected) and the first 4 KiB
@@ -234,7 +235,7 @@ static bool start(void) {
         for (int i = 0; i < o.peers; i++)
             if (!add_peer(i)) return false;
     }
-    printf("admit %.3f %.1f\n", (double) (now_us() - t0) / 1e6, master_cpu_ms() - c0);
+    if (o.admit_all) printf("admit %.3f %.1f\n", (double) (now_us() - t0) / 1e6, master_cpu_ms() - c0);
     fflush(stdout);
     return true;
 }
@@ -278,7 +279,7 @@ static int busbw(void) {
         printf("busbw %g %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o.sizes[s], med, min, cpu, sleeps);
         fflush(stdout);
     }
-    printf("master %.3f %ld\n", ops > 0 ? (master_cpu_ms() - c0) / ops : 0.0, master_hwm_kb());
+    if (o.admit_all) printf("master %.3f %ld\n", ops > 0 ? (master_cpu_ms() - c0) / ops : 0.0, master_hwm_kb());
     return 0;
 }
 
