@@ -10,7 +10,6 @@
 #define MOD "ccoip-master"
 
 void ccoip_master_default_options(ccoip_master_options_t *o) {
-    memset(o, 0, sizeof *o); /* every other field 0 (fingerprint_mode: CHECK); pccl-master's is on its stack */
     o->handshake_timeout_ms = 5000;
     o->heartbeat_timeout_ms = 10000;
     o->round_timeout_ms = 30000;
