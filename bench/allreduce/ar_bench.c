@@ -2,7 +2,11 @@
  * plain result lines that allreduce_bench.sh turns into CSV rows.
  *   ar_bench MASTER_BIN PEER_BIN busbw   [options]  -> "busbw SIZE_MIB MEDIAN_US MIN_US CPU_US SLEEPS" per size
  *     (MEDIAN_US, MIN_US: the slowest peer's; CPU_US: the sum over the peers of each one's median
- *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches)
+ *     user + system time per op, every thread; SLEEPS: the same sum of voluntary context switches);
+ *     with --admit-all also first "admit SECONDS MASTER_CPU_MS" (all peers in, and the master's CPU
+ *     for it) and last "master CPU_MS_PER_OP HWM_KB" (the master's CPU over the timed and untimed
+ *     ops, per op, and its peak RSS); without it only busbw lines, as callers that take every
+ *     line's third field expect
  *   ar_bench MASTER_BIN PEER_BIN failure [options]  -> "failure MEDIAN_MS MAX_MS OP_MEDIAN_MS TRIALS"
  *   ar_bench MASTER_BIN PEER_BIN rounds [options]   -> "rounds MEDIAN_MS MAX_MS FAILED" over --iters
  *     topology rounds: pcclUpdateTopology on every peer (the pools reconnected) and the first 4 KiB
@@ -13,9 +17,12 @@
  *          "gpt2": a GPT-2-124M-shaped model's 148 tensors, --sizes 474.7001953125, ar_bench_peer.c)
  *          --netns NS0,NS1,..  (peer i runs in namespace i, the master in NS0)  --ip A.B.C.  (peer
  *          i's address is A.B.C.(i+1); default: everything on 127.0.0.1)  --trials T --mib M
+ *          --admit-all  (the first peer alone, then every other one connects at once and one
+ *          topology round admits them all; default: one by one, a round each)
  * Failure latency: SIGKILL of a random peer at a random moment inside a float32 all-reduce of M
  * MiB; the time from the kill to the last survivor's error return (CLOCK_MONOTONIC, same clock
  * in every process). */
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,12 +33,12 @@
 
 #include "tests/ccoip/harness.h"
 
-#define MAXP 16
+#define MAXP 128
 
 static struct {
     const char *master_bin, *peer_bin, *ip;
     char *netns[MAXP];
-    int nnetns, peers, warmup, iters, pool, quant, trials, parts, inflight;
+    int nnetns, peers, warmup, iters, pool, quant, trials, parts, inflight, admit_all;
     const char *cut; /* --parts as given: a number, or a model's name */
     double sizes[16], mib;
     int nsizes;
@@ -125,6 +132,77 @@ static bool add_peer(int slot) {
     return agreed;
 }
 
+/* The master's CPU so far, in ms, every thread (Linux /proc/PID/task/TID/schedstat: nanoseconds on
+ * a CPU; /proc/PID/stat's clock ticks are 10 ms, too coarse for one op), or -1. */
+static double master_cpu_ms(void) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task", (int) master.pid);
+    DIR *d = opendir(path);
+    if (d == NULL) return -1;
+    double ms = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char f[96 + 256 + 16];
+        snprintf(f, sizeof f, "%s/%s/schedstat", path, e->d_name);
+        FILE *fp = fopen(f, "r");
+        unsigned long long ns = 0;
+        if (fp != NULL && fscanf(fp, "%llu", &ns) == 1) ms += (double) ns / 1e6;
+        if (fp != NULL) fclose(fp);
+    }
+    closedir(d);
+    return ms;
+}
+
+/* The master's peak RSS in KiB (VmHWM), or -1. */
+static long master_hwm_kb(void) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int) master.pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = atol(line + 6);
+    fclose(f);
+    return kb;
+}
+
+/* --admit-all: the other peers are spawned first; then every one connects at once, and once the
+ * master has them all pending (its log) the members' topology round admits them together. */
+static char master_log[256];
+
+static bool admit_all(void) {
+    char addr[64], pool[16], line[128];
+    snprintf(addr, sizeof addr, "%s:%d", master_ip, port);
+    snprintf(pool, sizeof pool, "%d", o.pool);
+    char *args[] = {(char *) o.peer_bin, addr, pool, NULL};
+    int want = o.peers;
+    for (int i = npeers; i < want; i++) {
+        h_stderr_path = "/dev/null";
+        if (!spawn_in(&peer[i], i, args)) return false;
+    }
+    for (int i = npeers; i < want; i++) h_send(&peer[i], "connect");
+    if (!h_await_log(master_log, H_LOG_PENDING, want, 120000))
+        fprintf(stderr, "ar_bench: not every peer reached the master within 120 s\n");
+    for (int round = 0; npeers < want && round < 20; round++) {
+        if (!update_all()) continue;
+        int w = npeers; /* the admitted move to the front: members first */
+        for (int i = npeers; i < want; i++) {
+            if (!h_read_line(&peer[i], line, sizeof line, i == w ? 30000 : 2000)) continue;
+            if (strcmp(line, "connect 0") != 0) {
+                fprintf(stderr, "ar_bench: a peer could not join: %s\n", line);
+                return false;
+            }
+            h_proc_t t = peer[w];
+            peer[w] = peer[i];
+            peer[i] = t;
+            w++;
+        }
+        npeers = w;
+    }
+    if (npeers < want) fprintf(stderr, "ar_bench: %d peers not admitted\n", want - npeers);
+    return npeers == want;
+}
+
 static bool start(void) {
     char listen[48];
     if (o.ip != NULL) snprintf(master_ip, sizeof master_ip, "%s1", o.ip);
@@ -138,14 +216,27 @@ static bool start(void) {
     int na = 5;
     for (char *w = strtok(extra, " "); w != NULL && na < 15; w = strtok(NULL, " ")) args[na++] = w;
     args[na] = NULL;
+    if (o.admit_all) { /* its "pending admission" lines tell when every peer is waiting */
+        args[4] = "info";
+        snprintf(master_log, sizeof master_log, "/tmp/ar_bench_master.%d.log", (int) getpid());
+        h_stderr_path = master_log;
+    }
     if (!spawn_in(&master, 0, args)) return false;
     char line[256];
     if (!h_read_line(&master, line, sizeof line, 20000)) return false;
     const char *colon = strrchr(line, ':');
     port = colon ? atoi(colon + 1) : 0;
     if (port <= 0) return false;
-    for (int i = 0; i < o.peers; i++)
-        if (!add_peer(i)) return false;
+    double c0 = master_cpu_ms();
+    uint64_t t0 = now_us();
+    if (o.admit_all) {
+        if (!add_peer(0) || !admit_all()) return false;
+    } else {
+        for (int i = 0; i < o.peers; i++)
+            if (!add_peer(i)) return false;
+    }
+    if (o.admit_all) printf("admit %.3f %.1f\n", (double) (now_us() - t0) / 1e6, master_cpu_ms() - c0);
+    fflush(stdout);
     return true;
 }
 
@@ -154,10 +245,14 @@ static void stop(void) {
     for (int i = 0; i < npeers; i++) h_wait(&peer[i], 10000);
     h_kill(&master, SIGTERM);
     h_wait(&master, 5000);
+    if (master_log[0]) unlink(master_log);
 }
 
 static int busbw(void) {
+    double c0 = master_cpu_ms();
+    int ops = 0;
     for (int s = 0; s < o.nsizes; s++) {
+        ops += o.warmup + o.iters;
         size_t count = (size_t) (o.sizes[s] * 1048576.0 / 4.0);
         char cmd[128], line[256];
         if (o.parts > 0)
@@ -184,6 +279,7 @@ static int busbw(void) {
         printf("busbw %g %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", o.sizes[s], med, min, cpu, sleeps);
         fflush(stdout);
     }
+    if (o.admit_all) printf("master %.3f %ld\n", ops > 0 ? (master_cpu_ms() - c0) / ops : 0.0, master_hwm_kb());
     return 0;
 }
 
@@ -283,6 +379,10 @@ int main(int argc, char **argv) {
             o.quant = 1;
             continue;
         }
+        if (strcmp(a, "--admit-all") == 0) {
+            o.admit_all = 1;
+            continue;
+        }
         i++;
         if (strcmp(a, "--peers") == 0) o.peers = atoi(v);
         else if (strcmp(a, "--warmup") == 0) o.warmup = atoi(v);
@@ -307,9 +407,11 @@ int main(int argc, char **argv) {
         }
     }
     if (o.peers < 2 || o.peers > MAXP || o.trials > 256) return 2;
-    h_init(900);
+    const char *wd = getenv("AR_BENCH_WATCHDOG_S"); /* the harness kills everything after this */
+    h_init(wd != NULL && atoi(wd) > 0 ? atoi(wd) : 900);
     if (!start()) {
         fprintf(stderr, "ar_bench: could not start the master and %d peers\n", o.peers);
+        if (master_log[0]) unlink(master_log);
         return 1;
     }
     int rc = strcmp(argv[3], "failure") == 0 ? failure() : strcmp(argv[3], "rounds") == 0 ? rounds() : busbw();

@@ -49,6 +49,19 @@ ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload
     return st;
 }
 
+/* The AEADs this process offers (PCCL_AEAD narrows them to one; an unknown name is logged once
+ * and the defaults are offered). */
+static uint8_t aead_offer(void) {
+    bool unknown;
+    const char *want = getenv("PCCL_AEAD");
+    uint8_t f = ccoip_aead_offer(want, &unknown);
+    static int warned;
+    if (unknown && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        LOG_WARN(MOD, "PCCL_AEAD=%s: not an AEAD of this build (AES-256-OCB, AES-256-GCM, ChaCha20-Poly1305); "
+                      "offering the defaults", want);
+    return f;
+}
+
 static void log_secret_refusal(const char *what, const ccoip_hello_ack_t *ack, bool ours) {
     if (ours && !(ack->flags & CCOIP_HELLO_F_SECRET))
         LOG_ERROR(MOD, "%s refused us: it runs without a secret and we have one (PCCL_SECRET_FILE)", what);
@@ -102,7 +115,7 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
     p.u.hello.role = role;
     if (uuid != NULL) p.u.hello.uuid = *uuid;
     if (key != NULL) {
-        p.u.hello.flags = CCOIP_HELLO_F_SECRET | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
+        p.u.hello.flags = CCOIP_HELLO_F_SECRET | (encrypt ? CCOIP_HELLO_F_ENCRYPT | aead_offer() : 0);
         ccoip_auth_nonce(p.u.hello.nonce);
     }
     ccoip_status_t st = ccoip_conn_send(fd, &p);
@@ -124,6 +137,14 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
             ack->status = CCOIP_HELLO_ENCRYPTION;
             return CCOIP_ERR_REFUSED;
         }
+        /* The acceptor's AEAD: one we offered, or none (the master seals nothing); bound by the MACs. */
+        if (encrypt && (ack->flags & CCOIP_HELLO_F_AEADS) != 0 &&
+            (ccoip_aead_of_flags(ack->flags) == CCOIP_AEAD_NONE || (ack->flags & ~p.u.hello.flags & CCOIP_HELLO_F_AEADS))) {
+            LOG_ERROR(MOD, "%s chose an AEAD we did not offer (flags 0x%x, ours 0x%x): refused", what, ack->flags,
+                      p.u.hello.flags);
+            ack->status = CCOIP_HELLO_ENCRYPTION;
+            return CCOIP_ERR_REFUSED;
+        }
         if (key != NULL) {
             st = prove(fd, key, &p.u.hello, ack, deadline_ms, what);
             if (st == CCOIP_OK && encrypt) ccoip_auth_session(key, CCOIP_AUTH_CONNECTOR, &p.u.hello, ack, sess);
@@ -140,6 +161,11 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
         log_secret_refusal(what, ack, key != NULL);
         return CCOIP_ERR_REFUSED;
     case CCOIP_HELLO_ENCRYPTION:
+        if (encrypt && (ack->flags & CCOIP_HELLO_F_ENCRYPT)) {
+            LOG_ERROR(MOD, "%s refused us: we share no AEAD (we offer 0x%x; PCCL_AEAD)", what,
+                      p.u.hello.flags & CCOIP_HELLO_F_AEADS);
+            return CCOIP_ERR_REFUSED;
+        }
         LOG_ERROR(MOD, "%s refused us: it %s and we %s (PCCL_ENCRYPT must match the master's --encrypt)", what,
                   ack->flags & CCOIP_HELLO_F_ENCRYPT ? "encrypts" : "does not encrypt", encrypt ? "do" : "do not");
         return CCOIP_ERR_REFUSED;
@@ -178,6 +204,7 @@ bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_ke
     ack.u.hello_ack.uuid = h->uuid;
     if (key != NULL) {
         ack.u.hello_ack.flags = CCOIP_HELLO_F_SECRET | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
+        if (encrypt) ack.u.hello_ack.flags |= ccoip_aead_flag(ccoip_aead_choose(h->flags, aead_offer()));
         ccoip_auth_nonce(ack.u.hello_ack.nonce);
         ccoip_auth_mac(key, CCOIP_AUTH_ACCEPTOR, h, &ack.u.hello_ack, ack.u.hello_ack.mac);
     }
@@ -242,6 +269,9 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bo
     } else if (((h->flags & CCOIP_HELLO_F_ENCRYPT) != 0) != encrypt) {
         status = CCOIP_HELLO_ENCRYPTION;
         snprintf(why, why_len, "it %s and we %s", encrypt ? "does not encrypt" : "encrypts", encrypt ? "do" : "do not");
+    } else if (encrypt && ccoip_aead_choose(h->flags, aead_offer()) == CCOIP_AEAD_NONE) {
+        status = CCOIP_HELLO_ENCRYPTION;
+        snprintf(why, why_len, "it offers no AEAD we run (its flags 0x%x, ours 0x%x; PCCL_AEAD)", h->flags, aead_offer());
     } else {
         return true;
     }

@@ -9,13 +9,14 @@
 
 #define MOD "ccoip"
 
-bool ccoip_sealed_init(ccoip_sealed_t *s, int fd, const uint8_t *key) {
+bool ccoip_sealed_init(ccoip_sealed_t *s, int fd, const uint8_t *key, int cipher) {
     memset(s, 0, sizeof *s);
     s->fd = fd;
     if (key == NULL) return true;
     s->on = true;
     s->buf = malloc(4 + CCOIP_SEALED_RECORD + CCOIP_AEAD_TAG);
-    if (s->buf == NULL || !ccoip_aead_init(&s->aead, key)) {
+    if (s->buf == NULL || !ccoip_aead_init(&s->aead, key, (ccoip_aead_cipher_t) cipher)) {
+        if (s->buf != NULL) LOG_ERROR(MOD, "sealed stream: no AEAD agreed on (%s)", ccoip_aead_name((ccoip_aead_cipher_t) cipher));
         ccoip_sealed_free(s);
         return false;
     }

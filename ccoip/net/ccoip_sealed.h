@@ -24,8 +24,9 @@ typedef struct ccoip_sealed_t {
     size_t have, pos;
 } ccoip_sealed_t;
 
-/* key NULL: plain. False when memory is short. */
-bool ccoip_sealed_init(ccoip_sealed_t *s, int fd, const uint8_t *key);
+/* key NULL: plain; else sealed with cipher (ccoip_aead_cipher_t, the session's). False when memory
+ * is short or the cipher is none this build runs. */
+bool ccoip_sealed_init(ccoip_sealed_t *s, int fd, const uint8_t *key, int cipher);
 void ccoip_sealed_free(ccoip_sealed_t *s);
 
 ccoip_status_t ccoip_sealed_writev(ccoip_sealed_t *s, ccoip_iov_t *iov, int n);

@@ -27,7 +27,13 @@
 #include "threadpark/threadpark.h"
 
 #define CANCELLED_TAGS 16u
-#define SEAL_BATCH 16 /* sealed records per write: 1 MiB of payload */
+/* Sealed records per write, and per read: 4 x 64 KiB stay in a core's L2 cache between the AEAD
+ * and the kernel's copy (16 measured slower on loopback, docs/security.md); one system call per
+ * batch where reading the tag apart cost two per record. */
+#ifndef SEAL_BATCH
+#define SEAL_BATCH 4
+#endif
+#define SEALED_BYTES (SEAL_BATCH * (CCOIP_DATALINK_RECORD + CCOIP_AEAD_TAG))
 
 /* Control frames: a header whose length field no data frame can carry (data stops at
  * CCOIP_DATALINK_MAX_FRAME); the tag field holds the kind, the offset field the payload length. */
@@ -78,7 +84,7 @@ struct ccoip_datalink {
     ccoip_splice_t splice; /* the send thread's: sends by reference */
     bool sealed;           /* encrypted: tx (send thread's), rx (receive thread's) and their buffers */
     ccoip_aead_t tx, rx;
-    uint8_t *seal_buf, *drop_buf; /* a record's ciphertext; a dropped frame's plaintext */
+    uint8_t *seal_buf, *open_buf; /* a batch of records' ciphertext, sent / received */
     bool same_host;        /* the peer's address is a loopback one or ours */
     /* Shared memory. txp is ours (we write, we created it), rxp the peer's (we read). The flags
      * below are under the lock; tx_shm and rx_shm also atomic, for the liveness callbacks. */
@@ -514,27 +520,44 @@ static int find_recv(ccoip_datalink_t *dl, uint64_t tag) {
     return -1;
 }
 
-/* Encrypted: reads the frame's records into dst (NULL: a dropped frame, into drop_buf) and opens
- * each in place; false on a short read or a record that fails authentication (logged). */
-static bool recv_sealed(ccoip_datalink_t *dl, const uint8_t *header, uint8_t *dst, size_t len) {
+static void combine_piece(void *ctx, size_t at, const void *piece, size_t n);
+
+/* Encrypted: reads the frame's records SEAL_BATCH at a time into open_buf (one read each) and
+ * opens each from there into dst (NULL: a dropped frame, opened in place and forgotten); false on
+ * a short read or a record that fails authentication (logged). Each byte is copied once by the
+ * kernel and once by the AEAD, as when records were read into dst and opened in place, but
+ * open_buf stays in cache. comb (a combining receive's slot, else NULL): each record is opened in
+ * place and combined from there into comb's buffer, so the frame is never stored (one pass less
+ * over memory than staging it for the ring to combine). */
+static bool recv_sealed(ccoip_datalink_t *dl, const uint8_t *header, uint8_t *dst, size_t len, const slot_t *comb) {
     size_t off = 0;
     do {
-        size_t n = len - off < CCOIP_DATALINK_RECORD ? len - off : CCOIP_DATALINK_RECORD;
-        uint8_t *at = dst != NULL ? dst + off : dl->drop_buf, tag[CCOIP_AEAD_TAG];
-        if (!read_all(dl->fd, at, n) || !read_all(dl->fd, tag, sizeof tag)) return false;
-        if (!ccoip_aead_open(&dl->rx, at, at, n, tag, header, CCOIP_DATALINK_HEADER)) {
-            LOG_ERROR("ccoip", "data link %s: a frame failed authentication (tampered, or not from our neighbour)",
-                      dl->name);
-            return false;
+        size_t want = 0, at = off;
+        for (int k = 0; k < SEAL_BATCH && (at < len || (len == 0 && k == 0)); k++) {
+            size_t n = len - at < CCOIP_DATALINK_RECORD ? len - at : CCOIP_DATALINK_RECORD;
+            want += n + CCOIP_AEAD_TAG;
+            at += n;
         }
-        off += n;
+        if (!read_all(dl->fd, dl->open_buf, want)) return false;
+        for (uint8_t *c = dl->open_buf; c < dl->open_buf + want;) {
+            size_t n = len - off < CCOIP_DATALINK_RECORD ? len - off : CCOIP_DATALINK_RECORD;
+            if (!ccoip_aead_open(&dl->rx, dst != NULL && comb == NULL ? dst + off : c, c, n, c + n, header,
+                                 CCOIP_DATALINK_HEADER)) {
+                LOG_ERROR("ccoip", "data link %s: a frame failed authentication (tampered, or not from our neighbour)",
+                          dl->name);
+                return false;
+            }
+            if (comb != NULL && n > 0) combine_piece((void *) comb, off, c, n); /* authentic: now it counts */
+            c += n + CCOIP_AEAD_TAG;
+            off += n;
+        }
     } while (off < len);
     return true;
 }
 
 /* Reads a frame's payload (dst NULL: drops it). */
 static bool read_payload(ccoip_datalink_t *dl, const uint8_t *header, void *dst, size_t len) {
-    return dl->sealed ? recv_sealed(dl, header, dst, len) : rx_read(dl, dst, len);
+    return dl->sealed ? recv_sealed(dl, header, dst, len, NULL) : rx_read(dl, dst, len);
 }
 
 /* A piece of a combining receive's frame, straight out of the pipe's ring (at any alignment). */
@@ -544,12 +567,14 @@ static void combine_piece(void *ctx, size_t at, const void *piece, size_t n) {
     reduce_combine_unaligned(s->dtype, s->op, (uint8_t *) s->buf + at, piece, (const uint8_t *) s->x + at, n / esz);
 }
 
-/* Receives the payload of the frame that matched slot s: stored, or combined out of the pipe.
- * A combining receive is posted only once rx_shm is set (this thread sets it, and it never goes
- * back), so its frame comes through the pipe; anything else is a bug, refused. */
+/* Receives the payload of the frame that matched slot s: stored, or combined out of the pipe or
+ * out of the opened records. A combining receive is posted only on a sealed link or once rx_shm
+ * is set (this thread sets it, and it never goes back), so its frame comes through the pipe or
+ * sealed; anything else is a bug, refused. */
 static bool recv_payload(ccoip_datalink_t *dl, const uint8_t *header, const slot_t *s, size_t len) {
     if (!s->combine) return read_payload(dl, header, s->buf, len);
-    if (dl->sealed || !__atomic_load_n(&dl->rx_shm, __ATOMIC_RELAXED)) {
+    if (dl->sealed) return recv_sealed(dl, header, s->buf, len, s);
+    if (!__atomic_load_n(&dl->rx_shm, __ATOMIC_RELAXED)) {
         LOG_ERROR("ccoip", "data link %s: a combining receive for a frame that did not come through shared memory",
                   dl->name);
         return false;
@@ -681,10 +706,10 @@ static int link_post_recv_combine(void *ctx, uint64_t tag, uint64_t offset, void
                                   pcclDataType_t dtype, pcclRedOp_t op, reduce_req_t *req) {
     ccoip_datalink_t *dl = ctx;
     size_t esz = reduce_dtype_size(dtype);
-    bool on_pipe = __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE) != 0;
+    bool on_pipe = dl->sealed || __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE) != 0;
     if (esz == 0 || !reduce_op_valid(op) || len % esz != 0 || !on_pipe) {
         LOG_ERROR("ccoip", "data link %s: a combining receive of %zu bytes of dtype %d, op %d%s", dl->name, len,
-                  (int) dtype, (int) op, on_pipe ? "" : " on a link not on shared memory");
+                  (int) dtype, (int) op, on_pipe ? "" : " on a link neither sealed nor on shared memory");
         return -1;
     }
     return post_slot(dl, &dl->recvs, &dl->recv_posted,
@@ -738,7 +763,7 @@ static const reduce_link_ops_t datalink_shm_ops = {
 reduce_link_t ccoip_datalink_link(ccoip_datalink_t *dl) {
     /* rx_shm never goes back to 0 (a failing pipe breaks the link): what we see now holds for
      * every frame of an op that starts now. */
-    bool combine = dl->shm_combine && __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE);
+    bool combine = dl->shm_combine && (dl->sealed || __atomic_load_n(&dl->rx_shm, __ATOMIC_ACQUIRE));
     return (reduce_link_t){.ops = combine ? &datalink_shm_ops : &datalink_ops, .ctx = dl};
 }
 
@@ -772,7 +797,7 @@ static void unseal(ccoip_datalink_t *dl) {
     ccoip_aead_free(&dl->tx);
     ccoip_aead_free(&dl->rx);
     free(dl->seal_buf);
-    free(dl->drop_buf);
+    free(dl->open_buf);
     dl->sealed = false;
 }
 
@@ -781,11 +806,15 @@ ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_ses
     if (dl == NULL) return NULL;
     if (sess != NULL && sess->encrypt) {
         dl->sealed = true;
-        dl->seal_buf = malloc(SEAL_BATCH * (CCOIP_DATALINK_RECORD + CCOIP_AEAD_TAG));
-        dl->drop_buf = malloc(CCOIP_DATALINK_RECORD);
-        bool ok = ccoip_aead_init(&dl->tx, sess->send);
-        ok = ccoip_aead_init(&dl->rx, sess->recv) && ok;
-        if (!ok || dl->seal_buf == NULL || dl->drop_buf == NULL) {
+        dl->seal_buf = malloc(SEALED_BYTES);
+        dl->open_buf = malloc(SEALED_BYTES);
+        bool ok = ccoip_aead_init(&dl->tx, sess->send, (ccoip_aead_cipher_t) sess->cipher);
+        ok = ccoip_aead_init(&dl->rx, sess->recv, (ccoip_aead_cipher_t) sess->cipher) && ok;
+        if (!ok) LOG_ERROR("ccoip", "data link %s: cannot seal with %s", name ? name : "?",
+                           ccoip_aead_name((ccoip_aead_cipher_t) sess->cipher));
+        else LOG_DEBUG("ccoip", "data link %s sealed with %s", name ? name : "?",
+                       ccoip_aead_name((ccoip_aead_cipher_t) sess->cipher));
+        if (!ok || dl->seal_buf == NULL || dl->open_buf == NULL) {
             unseal(dl);
             free(dl);
             return NULL;

@@ -40,7 +40,10 @@ typedef struct ccoip_datalink ccoip_datalink_t;
  * header travels in clear and authenticated, the payload as records of CCOIP_DATALINK_RECORD
  * bytes, each AEAD-sealed with its own 16-byte tag under the direction's key and a counter nonce;
  * a record that fails to open breaks the link like an I/O error, and sends by reference are off
- * (the ciphertext is a copy). Returns NULL when memory or threads are short. */
+ * (the ciphertext is a copy). A sealed link offers post_recv_combine (unless PCCL_SHM_COMBINE=0):
+ * each record is opened in a cached buffer and combined from there, never stored. sess->cipher
+ * names the AEAD (ccoip_auth.h); none this build runs: NULL, logged. Returns NULL when memory
+ * or threads are short. */
 #define CCOIP_DATALINK_RECORD (64u << 10)
 ccoip_datalink_t *ccoip_datalink_start(int fd, const char *name, const ccoip_session_t *sess);
 

@@ -102,7 +102,11 @@ static pcclResult_t load_secret(pcclComm_t *comm) {
         LOG_ERROR(MOD, "PCCL_ENCRYPT needs a run secret (PCCL_SECRET_FILE or pcclSetSecret): its keys come from it");
         return pcclInvalidArgument;
     }
-    if (comm->encrypt) LOG_INFO(MOD, "p2p data links encrypted with %s", ccoip_aead_name());
+    if (comm->encrypt) { /* each link's handshake picks the AEAD: the best that both of its ends offer */
+        bool unknown;
+        uint8_t f = ccoip_aead_offer(getenv("PCCL_AEAD"), &unknown);
+        LOG_INFO(MOD, "p2p data links encrypted with %s where the other end offers it", ccoip_aead_name(ccoip_aead_choose(f, f)));
+    }
     return pcclSuccess;
 }
 

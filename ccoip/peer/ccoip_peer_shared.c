@@ -231,7 +231,7 @@ static void *worker_main(void *arg) {
         xfer_t x;
         xfer_init(&x, "sent", w->who, total, ss->rate);
         ccoip_sealed_t out;
-        st = ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL) ? CCOIP_OK : CCOIP_ERR_NOMEM;
+        st = ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL, w->sess.cipher) ? CCOIP_OK : CCOIP_ERR_NOMEM;
         if (st == CCOIP_OK) st = send_tensors(&out, sl, n, &x, &ss->tx);
         ccoip_sealed_free(&out);
         if (st != CCOIP_OK)
@@ -511,7 +511,7 @@ pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fet
         xfer_t x;
         xfer_init(&x, "received", name, total, 0);
         ccoip_sealed_t in;
-        ccoip_status_t st = ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL) ? CCOIP_OK : CCOIP_ERR_NOMEM;
+        ccoip_status_t st = ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher) ? CCOIP_OK : CCOIP_ERR_NOMEM;
         if (st == CCOIP_OK) st = recv_tensors(&in, sl, n, ss->stall_ms, &x, comm, &fetch[0]->uuid);
         ccoip_sealed_free(&in);
         *rx += x.done;

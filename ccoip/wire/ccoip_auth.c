@@ -44,6 +44,7 @@ void ccoip_auth_session(const ccoip_auth_key_t *key, ccoip_auth_side_t side, con
     keyed(key, C2A_LABEL, sizeof C2A_LABEL - 1, 'K', h, a, c2a);
     keyed(key, A2C_LABEL, sizeof A2C_LABEL - 1, 'K', h, a, a2c);
     out->encrypt = true;
+    out->cipher = (uint8_t) ccoip_aead_of_flags(a->flags);
     memcpy(out->send, side == CCOIP_AUTH_CONNECTOR ? c2a : a2c, 32);
     memcpy(out->recv, side == CCOIP_AUTH_CONNECTOR ? a2c : c2a, 32);
     sodium_memzero(c2a, sizeof c2a);
@@ -95,4 +96,70 @@ void ccoip_auth_status_token(const ccoip_auth_key_t *key, char out[65]) {
 
 bool ccoip_auth_token_eq(const char *a, const char *b, size_t len) {
     return strlen(a) == len && strlen(b) == len && sodium_memcmp(a, b, len) == 0;
+}
+
+/* ---- the AEAD's negotiation (both platforms; the ciphers themselves are per platform) ----- */
+
+uint8_t ccoip_aead_flag(ccoip_aead_cipher_t c) {
+    switch (c) {
+    case CCOIP_AEAD_CHACHA20_POLY1305: return CCOIP_HELLO_F_CHACHA20_POLY1305;
+    case CCOIP_AEAD_AES256_GCM: return CCOIP_HELLO_F_AES256_GCM;
+    case CCOIP_AEAD_AES256_OCB: return CCOIP_HELLO_F_AES256_OCB;
+    default: return 0;
+    }
+}
+
+ccoip_aead_cipher_t ccoip_aead_of_flags(uint8_t flags) {
+    switch (flags & CCOIP_HELLO_F_AEADS) {
+    case CCOIP_HELLO_F_CHACHA20_POLY1305: return CCOIP_AEAD_CHACHA20_POLY1305;
+    case CCOIP_HELLO_F_AES256_GCM: return CCOIP_AEAD_AES256_GCM;
+    case CCOIP_HELLO_F_AES256_OCB: return CCOIP_AEAD_AES256_OCB;
+    default: return CCOIP_AEAD_NONE; /* none, or several: no choice */
+    }
+}
+
+/* Most preferred first. */
+static const ccoip_aead_cipher_t PREFERENCE[] = {CCOIP_AEAD_AES256_OCB, CCOIP_AEAD_AES256_GCM,
+                                                 CCOIP_AEAD_CHACHA20_POLY1305};
+
+const char *ccoip_aead_name(ccoip_aead_cipher_t c) {
+    switch (c) {
+    case CCOIP_AEAD_CHACHA20_POLY1305: return "ChaCha20-Poly1305";
+    case CCOIP_AEAD_AES256_GCM: return "AES-256-GCM";
+    case CCOIP_AEAD_AES256_OCB: return "AES-256-OCB";
+    default: return "none";
+    }
+}
+
+static bool same_name(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char) (*a - 'A' + 'a') : *a;
+        char y = *b >= 'A' && *b <= 'Z' ? (char) (*b - 'A' + 'a') : *b;
+        if (x != y) return false;
+    }
+    return *a == *b;
+}
+
+uint8_t ccoip_aead_offer(const char *want, bool *unknown) {
+    *unknown = false;
+    if (want != NULL && *want != '\0') {
+        for (size_t i = 0; i < sizeof PREFERENCE / sizeof PREFERENCE[0]; i++)
+            if (same_name(want, ccoip_aead_name(PREFERENCE[i])) && ccoip_aead_supported(PREFERENCE[i]))
+                return ccoip_aead_flag(PREFERENCE[i]);
+        *unknown = true;
+    }
+    uint8_t f = 0;
+    for (size_t i = 0; i < sizeof PREFERENCE / sizeof PREFERENCE[0]; i++) {
+        ccoip_aead_cipher_t c = PREFERENCE[i];
+        bool aes = c != CCOIP_AEAD_CHACHA20_POLY1305;
+        if (ccoip_aead_supported(c) && (!aes || ccoip_aead_aes_fast())) f |= ccoip_aead_flag(c);
+    }
+    return f;
+}
+
+ccoip_aead_cipher_t ccoip_aead_choose(uint8_t theirs, uint8_t ours) {
+    uint8_t both = theirs & ours & CCOIP_HELLO_F_AEADS;
+    for (size_t i = 0; i < sizeof PREFERENCE / sizeof PREFERENCE[0]; i++)
+        if (both & ccoip_aead_flag(PREFERENCE[i])) return PREFERENCE[i];
+    return CCOIP_AEAD_NONE;
 }

@@ -34,8 +34,12 @@
  *    an op alone takes every stream the lane minimum allows (no cap of 4, CCOIP_STRIPE_MAX_LANES)
  * 7: C2M_VOTE_RELINK (a topology round that admits nobody: a failed all-reduce's await, PCCL's
  *    rule), a pcclArePeersPending vote beside other votes and collectives of the same peer, and
- *    CCOIP_SS_MIXED (ENFORCE_POPULAR beside another strategy in one sync) */
-#define CCOIP_PROTOCOL_VERSION 7u
+ *    CCOIP_SS_MIXED (ENFORCE_POPULAR beside another strategy in one sync)
+ * 8: encrypted connections negotiate their AEAD: HELLO offers (CCOIP_HELLO_F_AEADS bits), HELLO_ACK
+ *    names the acceptor's choice, AES-256-OCB added beside AES-256-GCM and ChaCha20-Poly1305;
+ *    version 7 picked by each side's own CPU (two sides of different CPUs could disagree), and a
+ *    version-7 decoder refuses the new flag bits */
+#define CCOIP_PROTOCOL_VERSION 8u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -105,7 +109,13 @@ typedef enum ccoip_hello_status_t {
 /* HELLO / HELLO_ACK flags (version 2). */
 #define CCOIP_HELLO_F_SECRET 1u  /* this side holds a run secret and will prove it */
 #define CCOIP_HELLO_F_ENCRYPT 2u /* this side encrypts (needs the secret): both sides must agree */
-#define CCOIP_HELLO_F_ALL 3u
+/* Version 8, with F_ENCRYPT: the AEADs (ccoip_auth.h). HELLO sets each one the connector offers,
+ * HELLO_ACK the one the acceptor chose (the master's HELLO_ACK none: it seals nothing). */
+#define CCOIP_HELLO_F_CHACHA20_POLY1305 4u
+#define CCOIP_HELLO_F_AES256_GCM 8u
+#define CCOIP_HELLO_F_AES256_OCB 16u
+#define CCOIP_HELLO_F_AEADS 28u
+#define CCOIP_HELLO_F_ALL 31u
 #define CCOIP_NONCE_LEN 32
 #define CCOIP_MAC_LEN 32
 

@@ -231,7 +231,9 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 55) == CCOIP_ERR_TRUNCATED);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 56) == CCOIP_OK);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 57) == CCOIP_OK);
-    h2[23] = 4; /* an unknown flag */
+    h2[23] = 28; /* the AEADs' flags (version 8) */
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 56) == CCOIP_OK);
+    h2[23] = 32; /* an unknown flag */
     CHECK(decode_bytes(CCOIP_PKT_HELLO, h2, 56) == CCOIP_ERR_INVALID);
     uint8_t a2[88] = {0x43, 0x43, 0x4f, 0x50, 0, 2, 6};
     CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, a2, 87) == CCOIP_ERR_TRUNCATED);

@@ -1,13 +1,17 @@
 /* Encrypted data links (PCCL_ENCRYPT): rings of real loopback TCP links whose frames are sealed
  * (ccoip_datalink.h), every byte checked, plain and quantized, with large and empty frames; a
- * flipped ciphertext byte, a replayed record and a wrong key each break the link (the receive
- * fails, as on an I/O error) instead of delivering bytes; and the bytes on the wire are not the
- * plaintext. */
+ * flipped ciphertext byte, a replayed record, a wrong key and another AEAD each break the link
+ * (the receive fails, as on an I/O error) instead of delivering bytes; and the bytes on the wire
+ * are not the plaintext. Sums run with the link combining each record as it opens
+ * (post_recv_combine) and staged for the ring (PCCL_SHM_COMBINE=0). All of it for every AEAD this
+ * build runs (AES-256-OCB, AES-256-GCM,
+ * ChaCha20-Poly1305), and the negotiation's rules (ccoip_aead_offer / _choose). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,10 +27,13 @@
 
 #define N 3
 
+static ccoip_aead_cipher_t cipher; /* the AEAD of this pass */
+
 /* The two ends of one connection: the connector sends with c2a, the acceptor with a2c. */
 static void sessions(uint8_t seed, ccoip_session_t *conn, ccoip_session_t *acc) {
     memset(conn, 0, sizeof *conn);
     conn->encrypt = acc->encrypt = true;
+    conn->cipher = acc->cipher = (uint8_t) cipher;
     for (int i = 0; i < 32; i++) conn->send[i] = (uint8_t) (seed + i), conn->recv[i] = (uint8_t) (seed * 3 + i + 100);
     memcpy(acc->send, conn->recv, 32);
     memcpy(acc->recv, conn->send, 32);
@@ -131,7 +138,7 @@ static uint32_t raw_receive(const uint8_t *wire, size_t wire_len, size_t len, co
 /* One frame (tag 9, offset 0) of len bytes, sealed as the link does it, into wire. */
 static size_t seal_frame(const ccoip_session_t *conn, const uint8_t *m, size_t len, uint8_t *wire) {
     ccoip_aead_t a;
-    REQUIRE(ccoip_aead_init(&a, conn->send));
+    REQUIRE(ccoip_aead_init(&a, conn->send, (ccoip_aead_cipher_t) conn->cipher));
     uint8_t *h = wire;
     memset(h, 0, CCOIP_DATALINK_HEADER);
     h[7] = 9;
@@ -176,9 +183,29 @@ static void tampering(void) {
     /* Sealed under another key: refused. */
     n = seal_frame(&other_c, m, LEN, wire);
     CHECK(raw_receive(wire, n, LEN, &acc, dst) == REDUCE_REQ_FAILED);
-    /* A plain (unsealed) frame on a sealed link: refused. */
+    /* The same keys under another AEAD: refused. */
+    for (int c = CCOIP_AEAD_CHACHA20_POLY1305; c <= CCOIP_AEAD_AES256_OCB; c++) {
+        if (c == (int) cipher || !ccoip_aead_supported((ccoip_aead_cipher_t) c)) continue;
+        ccoip_session_t x = conn;
+        x.cipher = (uint8_t) c;
+        n = seal_frame(&x, m, LEN, wire);
+        CHECK(raw_receive(wire, n, LEN, &acc, dst) == REDUCE_REQ_FAILED);
+    }
+    /* No AEAD agreed on (a HELLO_ACK without one): the link does not start. */
+    ccoip_session_t none = acc;
+    none.cipher = CCOIP_AEAD_NONE;
+    int w, r;
+    tcp_pair(&w, &r);
+    CHECK(ccoip_datalink_start(r, "no aead", &none) == NULL);
+    close(w);
+    close(r);
+    /* A plain (unsealed) frame on a sealed link, padded to the sealed frame's length (the
+     * receiver reads records a batch at a time): refused. */
+    memset(wire, 0, n);
+    n = seal_frame(&conn, m, LEN, wire);
     memcpy(wire + CCOIP_DATALINK_HEADER, m, LEN);
-    CHECK(raw_receive(wire, CCOIP_DATALINK_HEADER + LEN, LEN, &acc, dst) == REDUCE_REQ_FAILED);
+    memset(wire + CCOIP_DATALINK_HEADER + LEN, 0, n - CCOIP_DATALINK_HEADER - LEN);
+    CHECK(raw_receive(wire, n, LEN, &acc, dst) == REDUCE_REQ_FAILED);
     free(tmp);
     free(m);
     free(dst);
@@ -199,7 +226,7 @@ static void sealed_stream(void) {
         setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
         setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
         ccoip_sealed_t w, r;
-        REQUIRE(ccoip_sealed_init(&w, sv[0], key) && ccoip_sealed_init(&r, sv[1], key));
+        REQUIRE(ccoip_sealed_init(&w, sv[0], key, cipher) && ccoip_sealed_init(&r, sv[1], key, cipher));
         /* write in pieces of 1, 70000 and the rest, through a pipe we can tamper with */
         int pfd[2];
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, pfd) == 0);
@@ -236,12 +263,71 @@ static void sealed_stream(void) {
     free(back);
 }
 
+/* The negotiation: what each side offers, what the acceptor picks, names. */
+static void negotiation(void) {
+    bool unknown;
+    uint8_t all = ccoip_aead_offer(NULL, &unknown);
+    CHECK(!unknown && (all & CCOIP_HELLO_F_CHACHA20_POLY1305)); /* ChaCha20-Poly1305 always */
+    CHECK(((all & CCOIP_HELLO_F_AES256_GCM) != 0) == ccoip_aead_aes_fast());
+    CHECK(((all & CCOIP_HELLO_F_AES256_OCB) != 0) == ccoip_aead_aes_fast()); /* OpenSSL has OCB */
+    CHECK(ccoip_aead_offer("", &unknown) == all && !unknown);
+    CHECK(ccoip_aead_offer("aes-256-gcm", &unknown) == CCOIP_HELLO_F_AES256_GCM && !unknown);
+    CHECK(ccoip_aead_offer("AES-256-OCB", &unknown) == CCOIP_HELLO_F_AES256_OCB && !unknown);
+    CHECK(ccoip_aead_offer("chacha20-poly1305", &unknown) == CCOIP_HELLO_F_CHACHA20_POLY1305 && !unknown);
+    CHECK(ccoip_aead_offer("rot13", &unknown) == all && unknown);
+    /* The acceptor's order: OCB, GCM, ChaCha20-Poly1305, among the bits both offer. */
+    uint8_t f_all = CCOIP_HELLO_F_AEADS;
+    CHECK(ccoip_aead_choose(f_all, f_all) == CCOIP_AEAD_AES256_OCB);
+    CHECK(ccoip_aead_choose(f_all, CCOIP_HELLO_F_AES256_GCM | CCOIP_HELLO_F_CHACHA20_POLY1305) == CCOIP_AEAD_AES256_GCM);
+    CHECK(ccoip_aead_choose(CCOIP_HELLO_F_CHACHA20_POLY1305, f_all) == CCOIP_AEAD_CHACHA20_POLY1305);
+    CHECK(ccoip_aead_choose(CCOIP_HELLO_F_AES256_OCB, CCOIP_HELLO_F_AES256_GCM) == CCOIP_AEAD_NONE);
+    CHECK(ccoip_aead_choose(CCOIP_HELLO_F_SECRET | CCOIP_HELLO_F_ENCRYPT, f_all) == CCOIP_AEAD_NONE);
+    /* A HELLO_ACK names one AEAD; none or several is no choice. */
+    CHECK(ccoip_aead_of_flags(CCOIP_HELLO_F_SECRET | CCOIP_HELLO_F_AES256_GCM) == CCOIP_AEAD_AES256_GCM);
+    CHECK(ccoip_aead_of_flags(CCOIP_HELLO_F_AES256_GCM | CCOIP_HELLO_F_AES256_OCB) == CCOIP_AEAD_NONE);
+    CHECK(ccoip_aead_of_flags(CCOIP_HELLO_F_SECRET) == CCOIP_AEAD_NONE);
+    for (int c = CCOIP_AEAD_CHACHA20_POLY1305; c <= CCOIP_AEAD_AES256_OCB; c++)
+        CHECK(ccoip_aead_of_flags(ccoip_aead_flag((ccoip_aead_cipher_t) c)) == (ccoip_aead_cipher_t) c);
+    CHECK(strcmp(ccoip_aead_name(CCOIP_AEAD_AES256_OCB), "AES-256-OCB") == 0);
+    ccoip_aead_t a;
+    uint8_t key[32] = {1};
+    CHECK(!ccoip_aead_init(&a, key, CCOIP_AEAD_NONE));
+}
+
+/* Every AEAD seals records of every length that the others open differently: a record sealed
+ * with one cipher never opens with another (same key and nonce), and the ciphertexts differ. */
+static void ciphers_differ(void) {
+    uint8_t key[32], m[1000], c[3][1000], t[3][16];
+    for (int i = 0; i < 32; i++) key[i] = (uint8_t) (i * 5);
+    for (int i = 0; i < 1000; i++) m[i] = (uint8_t) i;
+    for (int k = 0; k < 3; k++) {
+        ccoip_aead_t a;
+        if (!ccoip_aead_init(&a, key, (ccoip_aead_cipher_t) (k + 1))) continue;
+        ccoip_aead_seal(&a, c[k], t[k], m, sizeof m, m, 7);
+        ccoip_aead_free(&a);
+        for (int j = 0; j < k; j++) CHECK(memcmp(c[j], c[k], 64) != 0);
+    }
+}
+
 int main(void) {
     REQUIRE(ccoip_auth_init());
-    sealed_ring(1, false);
-    sealed_ring(1000003, false);
-    sealed_ring(300000, true);
-    tampering();
-    sealed_stream();
+    negotiation();
+    ciphers_differ();
+    int passes = 0;
+    for (int c = CCOIP_AEAD_CHACHA20_POLY1305; c <= CCOIP_AEAD_AES256_OCB; c++) {
+        cipher = (ccoip_aead_cipher_t) c;
+        if (!ccoip_aead_supported(cipher)) continue;
+        fprintf(stderr, "seal_test: %s\n", ccoip_aead_name(cipher));
+        sealed_ring(1, false);
+        sealed_ring(1000003, false); /* reduce-scatter frames combined as their records open */
+        sealed_ring(300000, true);
+        setenv("PCCL_SHM_COMBINE", "0", 1); /* staged, and combined by the ring */
+        sealed_ring(1000003, false);
+        unsetenv("PCCL_SHM_COMBINE");
+        tampering();
+        sealed_stream();
+        passes++;
+    }
+    CHECK(passes == 3); /* this build (OpenSSL) runs all three */
     return check_exit();
 }

@@ -5,6 +5,8 @@
  *   update           -> "update R"
  *   ar COUNT K N     -> "ar R BAD": sum all-reduce of uint32; peer K contributes (i*7 + K*13) % 1001,
  *                       BAD counts elements that differ from the sum over K = 0..N-1
+ *   arf COUNT K      -> "arf R HASH": sum all-reduce of float32 (peer K contributes values whose sum
+ *                       depends on the order of additions); HASH: FNV-1a 64 of the result's bytes
  *   ss VALUE [REV]   -> "ss R BAD FIRST RX": shared state of one uint32 tensor filled with VALUE
  *                       (revision REV, default 1); BAD counts elements unequal to the first one
  *                       (FIRST) afterwards; RX the bytes received
@@ -40,6 +42,29 @@ static void do_allreduce(pcclComm_t *comm, size_t count, unsigned k, unsigned n,
         bad += out[i] != want;
     }
     printf("ar %d %zu\n", (int) r, bad);
+    free(buf);
+    free(out);
+}
+
+static void do_allreduce_float(pcclComm_t *comm, size_t count, unsigned k, uint64_t tag) {
+    float *buf = malloc(count * 4), *out = malloc(count * 4);
+    uint32_t x = 2463534242u + k * 977u;
+    for (size_t i = 0; i < count; i++) { /* xorshift: fractions of every magnitude */
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        buf[i] = (float) (x % 2000001u) / 1000.0f * ((x & 1u) ? 1.0f : -1e-3f);
+    }
+    pcclReduceDescriptor_t d;
+    memset(&d, 0, sizeof d);
+    d.count = count;
+    d.op = pcclSum;
+    d.tag = tag;
+    d.src_descriptor.datatype = pcclFloat;
+    d.quantization_options.quantized_datatype = pcclFloat;
+    pcclResult_t r = pcclAllReduce(buf, out, &d, comm, NULL);
+    uint64_t h = 1469598103934665603ull;
+    const uint8_t *b = (const uint8_t *) out;
+    for (size_t i = 0; r == pcclSuccess && i < count * 4; i++) h = (h ^ b[i]) * 1099511628211ull;
+    printf("arf %d %016llx\n", (int) r, (unsigned long long) h);
     free(buf);
     free(out);
 }
@@ -90,6 +115,8 @@ int main(int argc, char **argv) {
             printf("update %d\n", (int) pcclUpdateTopology(comm));
         } else if (sscanf(line, "ar %zu %u %u", &count, &k, &n) == 3) {
             do_allreduce(comm, count, k, n, tag++);
+        } else if (sscanf(line, "arf %zu %u", &count, &k) == 2) {
+            do_allreduce_float(comm, count, k, tag++);
         } else if (sscanf(line, "ss %u", &v) == 1) {
             unsigned long long rev = 1;
             sscanf(line, "ss %*u %llu", &rev);
