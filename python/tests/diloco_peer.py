@@ -1,7 +1,7 @@
 """One peer process of test_diloco.py (not a test itself). Prints one JSON object per line.
 
 usage: diloco_peer.py MASTER RANK --flavour numpy|torch --fragments F --delay D --compression C
-                      --sync-every H --steps T [--wait-for N] [--kill-at S] [--step-sleep SEC]
+                      --sync-every H --steps T [--wait-for N] [--kill-at S] [--step-sleep SEC] [--go-on-stdin]
 
 Trains a toy model with pccl.diloco for T inner steps (the group's step counter, so a newcomer
 stops where the others do) and prints the hash of the outer state after every step that finished
@@ -75,7 +75,13 @@ def main():
     ap.add_argument("--wait-for", type=int, default=0)
     ap.add_argument("--kill-at", type=int, default=0)
     ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--go-on-stdin", action="store_true", help="connect only once a line arrives on stdin")
     a = ap.parse_args()
+    if a.flavour == "torch":
+        import torch  # before waiting: a newcomer should arrive quickly once told to
+    if a.go_on_stdin:
+        emit(event="ready", rank=a.rank)
+        sys.stdin.readline()
     comp = None if a.compression == "none" else a.compression
     comm = pccl.Communicator(a.master)
     comm.connect(n_attempts=5)

@@ -1,0 +1,174 @@
+"""pccl.diloco with the real pccl-master and real peer processes (python/tests/diloco_peer.py):
+the outer state is bit-identical on every peer after every outer step, with fragments 1 and 4,
+delay 0 and 1, compression off and on; in every run one peer is SIGKILLed inside an outer
+all-reduce and a newcomer joins mid-run, which ends identical; and the master is SIGKILLed and
+restarted mid-run."""
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import MasterProcess, TESTS, free_port, kill_group, master_binary, needs, peer_env, read_line
+
+PEER = TESTS / "diloco_peer.py"
+pytestmark = pytest.mark.timeout(150)
+
+
+class Run:
+    """A master and peer processes whose JSON lines land in one queue."""
+
+    def __init__(self, address):
+        self.address = address
+        self.lines = queue.Queue()
+        self.procs = {}
+        self.events = {}
+
+    def start(self, name, *args, stdin=False):
+        p = subprocess.Popen([sys.executable, str(PEER), self.address, str(name), *map(str, args)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, start_new_session=True,
+                             env=peer_env(PCCL_LOG_LEVEL="error"))
+        self.procs[name] = p
+        self.events[name] = []
+
+        def pump():
+            for line in p.stdout:
+                self.lines.put((name, line))
+        threading.Thread(target=pump, daemon=True).start()
+        return p
+
+    def next(self, timeout):
+        name, line = self.lines.get(timeout=timeout)
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = {"event": "text", "line": line.rstrip()}
+        self.events[name].append(ev)
+        return name, ev
+
+    def close(self):
+        for p in self.procs.values():
+            kill_group(p)
+
+
+def check_identical(run, names, steps):
+    """Every step's hash agrees across the peers that reported it; the finals agree."""
+    by_step = {}
+    for n in names:
+        for ev in run.events[n]:
+            if ev["event"] in ("outer", "joined"):
+                by_step.setdefault(ev["step"], {})[n] = ev["hash"]
+    for step, hashes in sorted(by_step.items()):
+        assert len(set(hashes.values())) == 1, f"step {step}: outer states differ: {hashes}"
+    finals = {n: [e for e in run.events[n] if e["event"] == "final"] for n in names}
+    for n in names:
+        assert finals[n], f"peer {n} has no final line: {run.events[n][-5:]}"
+    finals = {n: f[0] for n, f in finals.items()}
+    assert len({f["hash"] for f in finals.values()}) == 1, f"final outer states differ: {finals}"
+    assert all(f["step"] == steps for f in finals.values()), finals
+    assert all(f["diverged"] == 0 for f in finals.values()), finals
+    compared = sum(1 for h in by_step.values() if len(h) > 1)
+    return finals, compared
+
+
+def kill_and_join(flavour, fragments, delay, compression, steps=64, sync_every=8, kill_at=17, join_at=28):
+    needs("pcclAllReduceAsync", "pcclSynchronizeSharedState")
+    master = MasterProcess()
+    run = Run(master.address)
+    common = ["--flavour", flavour, "--fragments", fragments, "--delay", delay, "--compression", compression,
+              "--sync-every", sync_every, "--steps", steps, "--step-sleep", 0.03]
+    try:
+        for r in range(3):
+            run.start(r, *common, "--wait-for", 3, *(["--kill-at", kill_at] if r == 2 else []))
+        joiner = run.start(3, *common, "--go-on-stdin", stdin=True)
+        released = False
+        deadline = time.monotonic() + 120
+        while any(p.poll() is None for p in run.procs.values()) or not run.lines.empty():
+            assert time.monotonic() < deadline, {n: e[-3:] for n, e in run.events.items()}
+            try:
+                name, ev = run.next(0.2)
+            except queue.Empty:
+                continue
+            if not released and name in (0, 1) and ev["event"] == "outer" and ev["step"] >= join_at:
+                joiner.stdin.write("go\n")
+                joiner.stdin.flush()
+                released = True
+        assert released
+        assert run.procs[2].returncode == -9, run.events[2][-3:]
+        assert any(e["event"] == "dying" for e in run.events[2])
+        for n in (0, 1, 3):
+            assert run.procs[n].returncode == 0, (n, run.events[n][-3:])
+        finals, compared = check_identical(run, (0, 1, 3), steps)
+        assert join_at <= finals[3]["joined_at"] < steps, finals[3]
+        # The victim died inside an outer all-reduce: the survivors dropped that outer step (or,
+        # when it died before the others entered it, found the group broken) and updated the topology.
+        assert all(finals[n]["topology_updates"] >= 2 for n in (0, 1)), finals  # the loss, the newcomer
+        assert compared >= steps // (sync_every // fragments) - 2
+        return finals
+    finally:
+        run.close()
+        master.close()
+
+
+@pytest.mark.parametrize("fragments", [1, 4])
+@pytest.mark.parametrize("delay", [0, 1])
+@pytest.mark.parametrize("compression", ["none", "uint8"])
+def test_numpy_kill_and_join(fragments, delay, compression):
+    kill_and_join("numpy", fragments, delay, compression)
+
+
+@pytest.mark.parametrize("fragments,delay,compression", [(1, 0, "uint8:zps"), (4, 1, "bf16")])
+def test_torch_kill_and_join(fragments, delay, compression):
+    kill_and_join("torch", fragments, delay, compression)
+
+
+def test_master_restart():
+    """The master is SIGKILLed mid-run and started again on the same port 1 s later: the peers'
+    calls fail with MASTER_CONNECTION_FAILED, the topology round waits for the new master, and the
+    run ends with every peer identical."""
+    needs("pcclAllReduceAsync", "pcclSynchronizeSharedState")
+    binary = master_binary()
+    if binary is None:
+        pytest.skip("no pccl-master binary")
+    port = free_port()
+
+    def start_master():
+        p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--log-level", "error"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        line = read_line(p.stdout, 20)
+        assert line and "listening on" in line, line
+        threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+        return p
+
+    m = start_master()
+    run = Run(f"127.0.0.1:{port}")
+    steps = 64
+    try:
+        for r in range(3):
+            run.start(r, "--fragments", 4, "--delay", 1, "--sync-every", 8, "--steps", steps, "--step-sleep", 0.03,
+                      "--wait-for", 3)
+        restarted = False
+        deadline = time.monotonic() + 120
+        while any(p.poll() is None for p in run.procs.values()) or not run.lines.empty():
+            assert time.monotonic() < deadline, {n: e[-3:] for n, e in run.events.items()}
+            try:
+                name, ev = run.next(0.2)
+            except queue.Empty:
+                continue
+            if not restarted and ev["event"] == "outer" and ev["step"] >= 20:
+                kill_group(m)
+                time.sleep(1.0)
+                m = start_master()
+                restarted = True
+        assert restarted
+        for n in range(3):
+            assert run.procs[n].returncode == 0, (n, run.events[n][-3:])
+        finals, _ = check_identical(run, range(3), steps)
+        assert all(f["topology_updates"] >= 1 for f in finals.values()), finals
+    finally:
+        run.close()
+        kill_group(m)
