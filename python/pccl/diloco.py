@@ -422,19 +422,35 @@ class _Engine:
 
 
 def _split(sizes, k):
-    """Cuts a list of parameter sizes into k contiguous groups of about equal total size."""
+    """Cuts a list of parameter sizes into k contiguous non-empty groups whose largest total is as
+    small as possible (binary search on that total, then greedy packing)."""
     if len(sizes) < k:
         raise ValueError(f"{k} fragments need at least {k} parameter tensors, the model has {len(sizes)}")
-    total = sum(sizes)
-    groups, cur, acc = [], [], 0
-    for i, s in enumerate(sizes):
-        cur.append(i)
-        acc += s
-        left_items, left_groups = len(sizes) - i - 1, k - len(groups) - 1
-        if left_groups and (acc >= total * (len(groups) + 1) / k or left_items == left_groups):
-            groups.append(cur)
-            cur = []
-    groups.append(cur)
+
+    def pack(cap):
+        groups, cur, acc = [], [], 0
+        for i, s in enumerate(sizes):
+            if cur and acc + s > cap:
+                groups.append(cur)
+                cur, acc = [], 0
+            cur.append(i)
+            acc += s
+        groups.append(cur)
+        return groups
+
+    lo, hi = max(sizes), sum(sizes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(pack(mid)) <= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    groups = pack(lo)
+    while len(groups) < k:  # fewer groups than asked: split the largest one that has two tensors
+        j = max((g for g in range(len(groups)) if len(groups[g]) > 1),
+                key=lambda g: sum(sizes[i] for i in groups[g]))
+        g = groups[j]
+        groups[j:j + 1] = [g[:len(g) // 2], g[len(g) // 2:]]
     return groups
 
 
@@ -535,6 +551,11 @@ class DiLoCo(_Engine):
             for p, g in zip(self.model_params, saved_grads):
                 p.grad = g
 
+    def outer_tensors(self):
+        """The outer weights, one tensor per model parameter in the model's order (views: do not
+        write them)."""
+        return [v for fr in self.fragments for v in fr.views]
+
     def _shared_tensors(self):
         out = [(f"diloco.outer.{fr.index}", fr.outer_t) for fr in self.fragments]
         for name, p, key in self._state_names:
@@ -621,6 +642,11 @@ class NumpyDiLoCo(_Engine):
         self._allocate()
         if join:
             self.join()
+
+    def outer_tensors(self):
+        """The outer weights, one array per parameter in the order given (views: do not write them)."""
+        return [fr.outer[fr.offsets[i]:fr.offsets[i + 1]].reshape(p.shape) for fr in self.fragments
+                for i, p in enumerate(fr.params)]
 
     def _shared_tensors(self):
         out = [(f"diloco.outer.{fr.index}", fr.outer) for fr in self.fragments]
