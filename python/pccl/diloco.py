@@ -148,7 +148,7 @@ class _Fragment:
 
 
 class _Pending:
-    __slots__ = ("fragment", "handle", "due", "step", "world", "record", "t0")
+    __slots__ = ("fragment", "handle", "due", "record", "t0")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -325,8 +325,7 @@ class _Engine:
                 info = self.comm.all_reduce(send, send, op=ReduceOp.AVG, tag=tag, quantization_options=opts)
             else:
                 h = self.comm.all_reduce_async(send, send, op=ReduceOp.AVG, tag=tag, quantization_options=opts)
-                self._pending = _Pending(fragment=fr, handle=h, due=t + self.delay, step=t, world=world, record=rec,
-                                         t0=t0)
+                self._pending = _Pending(fragment=fr, handle=h, due=t + self.delay, record=rec, t0=t0)
                 return None
         except PCCLError as e:
             self._recoverable(e)
@@ -395,7 +394,7 @@ class _Engine:
         self._outer_step(fr)
         self._inner_from_outer(fr, self.alpha)
 
-    def _allocate(self, wire_dtype=None):
+    def _allocate(self):
         c = self.compression
         for fr in self.fragments:
             fr.pg = np.zeros(fr.n, np.float32)
@@ -417,8 +416,8 @@ class _Engine:
 
     def _shared_arrays(self):
         for name, a in self._shared_tensors():
-            yield name, a if isinstance(a, np.ndarray) else a.detach().cpu().view(-1).view(
-                __import__("torch").uint8).numpy()
+            # torch tensors as their bytes (numpy has no bfloat16)
+            yield name, a if isinstance(a, np.ndarray) else a.detach().reshape(-1).view(self._torch.uint8).numpy()
 
 
 def _split(sizes, k):
