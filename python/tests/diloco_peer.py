@@ -130,7 +130,8 @@ def main():
     h = diloco.history
     emit(event="final", rank=a.rank, step=diloco.inner_step, hash=diloco.outer_hash(), joined_at=diloco.joined_at,
          diverged=diloco.diverged_fetches, topology_updates=diloco.topology_updates,
-         ok=sum(1 for r in h if r.ok), dropped=sum(1 for r in h if not r.ok), tx=diloco.bytes_sent)
+         ok=sum(1 for r in h if r.ok), dropped=sum(1 for r in h if not r.ok), tx=diloco.bytes_sent,
+         torch_loaded="torch" in sys.modules)
     comm.close()
 
 

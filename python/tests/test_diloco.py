@@ -108,6 +108,7 @@ def kill_and_join(flavour, fragments, delay, compression, steps=64, sync_every=8
         # when it died before the others entered it, found the group broken) and updated the topology.
         assert all(finals[n]["topology_updates"] >= 2 for n in (0, 1)), finals  # the loss, the newcomer
         assert compared >= steps // (sync_every // fragments) - 2
+        assert all(f["torch_loaded"] == (flavour == "torch") for f in finals.values())  # numpy needs no torch
         return finals
     finally:
         run.close()
