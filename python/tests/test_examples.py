@@ -43,10 +43,9 @@ def test_mlp_digits_with_churn():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["diloco", "streaming"])
-def test_diloco(mode):
-    """pccl.diloco: a peer SIGKILLed, a newcomer joining; every peer ends with the same outer model."""
-    needs("pcclAllReduce", "pcclSynchronizeSharedState", "pcclAllReduceAsync", "pcclAwaitAsyncReduce")
-    extra = ["--fragments", "2", "--delay", "1", "--compression", "uint8"] if mode == "streaming" else []
-    out = run_example("diloco.py", "--timeout", "240", *extra, timeout=270)
+def test_diloco():
+    """pccl.diloco: a peer SIGKILLed, a newcomer joining; every peer ends with the same outer model
+    (the matrix of fragments, delay and compression runs in //python:diloco_test)."""
+    needs("pcclAllReduce", "pcclSynchronizeSharedState")
+    out = run_example("diloco.py", "--timeout", "240", timeout=270)
     assert "launcher: OK" in out and "killing peer 2" in out and "peer 3 connects" in out
