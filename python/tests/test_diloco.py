@@ -173,3 +173,28 @@ def test_master_restart():
     finally:
         run.close()
         kill_group(m)
+
+
+def test_fragments_and_options():
+    """The fragment split (contiguous, non-empty, smallest possible largest group), the
+    compression strings, and the arguments refused before any collective."""
+    import numpy as np
+    from pccl.diloco import Compression, NumpyDiLoCo, _model_quantize, _split
+    assert _split([8192, 128, 16384, 128, 1280, 10], 4) == [[0], [1], [2], [3, 4, 5]]
+    assert _split([5, 5, 5, 5, 5], 2) == [[0, 1, 2], [3, 4]]
+    assert _split([1, 1, 100], 3) == [[0], [1], [2]]
+    with pytest.raises(ValueError):
+        _split([1, 2], 3)
+    c = Compression.of("uint8:zps+noef")
+    assert (c.kind, c.algorithm, c.error_feedback) == ("uint8", "zero_point_scale", False)
+    assert Compression.of("bf16").error_feedback and Compression.of(None) is None
+    with pytest.raises(ValueError):
+        Compression.of("int4")
+    x = np.linspace(-1, 3, 70000, dtype=np.float32)
+    q = _model_quantize(x, 8, "min_max", np.empty_like(x))
+    assert q[0] == x[0] and q[65535] == x[65535] and np.abs(q - x).max() <= (x[65535] - x[0]) / 255 / 2 * 1.0001
+    arrays = [np.zeros(10, np.float32)]
+    for kw in ({"sync_every": 10, "fragments": 3}, {"sync_every": 10, "delay": 11}, {"sync_every": 0},
+               {"sync_every": 10, "compression": "bf16"}, {"sync_every": 10, "alpha": 1.0}):
+        with pytest.raises(ValueError):
+            NumpyDiLoCo(arrays, None, join=False, **kw)
