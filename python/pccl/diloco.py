@@ -173,7 +173,9 @@ class _Engine:
         self.n_fragments = fragments
         self.delay = delay
         self.alpha = float(alpha)
-        self.compression = Compression.of(compression)
+        self._compression = Compression.of(compression)
+        self._pending = None
+        self.fragments = []
         self.tag_base = int(tag_base)
         self.history = []  # SyncRecord per outer step (fragment) this peer took part in
         self.topology_updates = 0
@@ -183,9 +185,24 @@ class _Engine:
         self._revision = 0
         self._synced = False
         self._broken = False
-        self._pending = None
 
     # -- public --
+
+    @property
+    def compression(self):
+        return self._compression
+
+    @compression.setter
+    def compression(self, value):
+        """Another compression for the next outer all-reduces (none may be in flight: call it
+        right after a step() that returned records, or after finish()); error feedback starts over."""
+        if self._pending is not None:
+            raise ValueError("an outer all-reduce is in flight; change the compression after finish()")
+        value = Compression.of(value)
+        if value is not None and value.kind == "bf16" and isinstance(self, NumpyDiLoCo):
+            raise ValueError("numpy has no bfloat16: use 'fp16' or a quantized compression")
+        self._compression = value
+        self._allocate()
 
     @property
     def inner_step(self):
@@ -245,6 +262,7 @@ class _Engine:
         return (t // self.interval - 1) % self.n_fragments
 
     def _update_topology(self):
+        misuse = 0
         while True:
             try:
                 self.comm.update_topology()
@@ -254,6 +272,11 @@ class _Engine:
             except PCCLError as e:
                 if e.result is Result.UPDATE_TOPOLOGY_FAILED:
                     time.sleep(0.01)
+                    continue
+                if e.result is Result.INVALID_USAGE and misuse < 3:
+                    # The misuse case of the collective timeout (docs/failures.md): this peer voted
+                    # while others waited in an all-reduce; when it timed out both sides vote again.
+                    misuse += 1
                     continue
                 raise  # MASTER_CONNECTION_FAILED here: the master is gone for good
 
@@ -398,6 +421,7 @@ class _Engine:
         c = self.compression
         for fr in self.fragments:
             fr.pg = np.zeros(fr.n, np.float32)
+            fr.err = fr.err_next = fr.wire = None
             if c is not None and c.error_feedback:
                 fr.err = np.zeros(fr.n, np.float32)
                 fr.err_next = np.zeros(fr.n, np.float32)

@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--wait-for", type=int, default=0)
     ap.add_argument("--kill-at", type=int, default=0)
     ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--switch-compression", default="", help="STEP:KIND: from that step on (when nothing is in "
+                                                             "flight), another compression")
     ap.add_argument("--go-on-stdin", action="store_true", help="connect only once a line arrives on stdin")
     a = ap.parse_args()
     if a.flavour == "torch":
@@ -118,9 +120,17 @@ def main():
         arm_kill(comm, a.kill_at, lambda: diloco.inner_step)
     diloco.join()
     emit(event="joined", rank=a.rank, step=diloco.inner_step, hash=diloco.outer_hash())
+    switch_at, _, switch_to = a.switch_compression.partition(":")
     while diloco.inner_step < a.steps:
         inner_step()
         done = diloco.step()
+        if switch_at and diloco.inner_step >= int(switch_at):
+            try:
+                diloco.compression = None if switch_to == "none" else switch_to
+                emit(event="switched", rank=a.rank, step=diloco.inner_step)
+                switch_at = ""
+            except ValueError:  # an all-reduce in flight: every peer tries again at the same next step
+                pass
         if done:
             emit(event="outer", rank=a.rank, step=diloco.inner_step, hash=diloco.outer_hash(),
                  records=[[r.fragment, r.ok, r.world] for r in done])
@@ -136,7 +146,9 @@ def main():
 
 
 if __name__ == "__main__":
+    import faulthandler
     import pccl.diloco  # noqa: F401
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks before it gives up
     try:
         main()
     except pccl.PCCLError as e:
