@@ -166,11 +166,7 @@ def test_master_restart():
     try:
         for r in range(3):
             run.start(r, "--fragments", 4, "--delay", 1, "--compression", "uint8:zps", "--sync-every", 8, "--steps",
-                      steps, "--step-sleep", 0.03, "--wait-for", 3, "--switch-compression", "40:fp16",
-                      # A member that rejoins the restarted master while the others already wait in
-                      # an all-reduce leaves them waiting (a library limit, docs/diloco.md): the
-                      # collective timeout ends that wait.
-                      PCCL_COLLECTIVE_TIMEOUT_MS=3000)
+                      steps, "--step-sleep", 0.03, "--wait-for", 3, "--switch-compression", "40:fp16")
         restarted = False
         deadline = time.monotonic() + float(os.environ.get("DL_DEADLINE", 200))
         while any(p.poll() is None for p in run.procs.values()) or not run.lines.empty():
@@ -188,8 +184,8 @@ def test_master_restart():
         assert restarted
         for n in range(3):
             assert run.procs[n].returncode == 0, (n, run.events[n][-3:])
-        # After the restart a member may be dragged to the group's outer state and step by a sync
-        # (a sync can finish among the members the new master answered): allowed here.
+        # An outer all-reduce in flight when the master dies may end differently on different
+        # members (docs/master-restart.md, Limits): the next sync drags the odd one back.
         finals, _ = check_identical(run, range(3), steps, members_fetch=True)
         assert all(f["topology_updates"] >= 1 for f in finals.values()), finals
         switched = {n: [e["step"] for e in run.events[n] if e["event"] == "switched"] for n in range(3)}
