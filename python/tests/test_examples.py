@@ -35,13 +35,6 @@ def test_mlp_digits_kill_and_leave_without_shared_state():
 
 
 @pytest.mark.timeout(300)
-def test_diloco_kill_without_shared_state():
-    needs("pcclAllReduce")
-    out = run_example("diloco.py", "--no-shared-state", "--kill-at", "10", "--timeout", "240", timeout=270)
-    assert "launcher: OK" in out and "killing peer 2" in out
-
-
-@pytest.mark.timeout(300)
 def test_mlp_digits_with_churn():
     needs("pcclAllReduce", "pcclSynchronizeSharedState")
     out = run_example("mlp_digits.py", "--steps", "200", "--kill-at", "40", "--join-at", "70", "--leave-at", "140",
@@ -50,11 +43,9 @@ def test_mlp_digits_with_churn():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_diloco(mode):
+def test_diloco():
+    """pccl.diloco: a peer SIGKILLed, a newcomer joining; every peer ends with the same outer model
+    (the matrix of fragments, delay and compression runs in //python:diloco_test)."""
     needs("pcclAllReduce", "pcclSynchronizeSharedState")
-    if mode == "async":
-        needs("pcclAllReduceAsync", "pcclAwaitAsyncReduce")
-    extra = ["--async"] if mode == "async" else []
-    out = run_example("diloco.py", "--kill-at", "10", "--timeout", "240", *extra, timeout=270)
-    assert "launcher: OK" in out
+    out = run_example("diloco.py", "--timeout", "240", timeout=270)
+    assert "launcher: OK" in out and "killing peer 2" in out and "peer 3 connects" in out
