@@ -69,7 +69,8 @@ def peer(address, rank, n):
         bias.zero_()
     state = SharedState([TensorInfo.from_torch(weights, "weights"), TensorInfo.from_torch(bias, "bias")])
     state.revision = 1
-    info = comm.sync_shared_state(state, strategy=SharedStateSyncStrategy.ENFORCE_POPULAR if rank != 1
+    # SEND_ONLY beside RECEIVE_ONLY (PCCL's rule kicks RECEIVE_ONLY beside ENFORCE_POPULAR)
+    info = comm.sync_shared_state(state, strategy=SharedStateSyncStrategy.SEND_ONLY if rank != 1
                                   else SharedStateSyncStrategy.RECEIVE_ONLY)
     want_rx = (1 << 20) * 4 + 1000 * 2 if rank == 1 else 0
     assert info.rx_bytes == want_rx, f"rx {info.rx_bytes}, want {want_rx}"
