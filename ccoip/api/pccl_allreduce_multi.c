@@ -9,9 +9,10 @@
  * description). The outcome of every op is shared through the master, so every peer ends a pass
  * with the same set of failed ops (a failed bucket: all its members); the failed ops relinked
  * the ring among the peers that remain (PCCL's rule: newcomers wait for the caller's next
- * pcclUpdateTopology, between steps), and another pass runs over the failed ones. Every peer of the group submits the same ops in the same order in every pass:
- * none stops early, or the others would wait for its INIT. sendbuf is never written, so a retry
- * starts from the same input (a bucket is packed again from it). */
+ * pcclUpdateTopology, between steps), and another pass runs over the failed ones. Every peer of
+ * the group submits the same ops in the same order in every pass: none stops early, or the
+ * others would wait for its INIT. sendbuf is never written, so a retry starts from the same
+ * input (a bucket is packed again from it). */
 #include <stdlib.h>
 #include <string.h>
 
