@@ -323,8 +323,7 @@ void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group) {
  * pending query is a flag beside it. */
 typedef struct votes_t {
     size_t accepted, accept, relink, optimize, pending;
-    size_t voting;       /* in a round vote or a pending query */
-    size_t only_pending; /* in a pending query and no round vote */
+    size_t voting; /* in a round vote or a pending query */
 } votes_t;
 
 static votes_t count_votes(const ccoip_master_state_t *st) {
@@ -339,7 +338,6 @@ static votes_t count_votes(const ccoip_master_state_t *st) {
         v.optimize += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
         v.pending += c->pending_vote;
         v.voting += c->pending_vote || in_round_vote(c);
-        v.only_pending += c->pending_vote && !in_round_vote(c);
     }
     return v;
 }
