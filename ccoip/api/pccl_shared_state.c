@@ -335,7 +335,11 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
         p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
         p.u.ss_done.ok = res == pcclSuccess;
         if (!no_report && (ccoip_link_send_more(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
-            if (res == pcclSuccess) res = pcclMasterConnectionFailed;
+            /* The master link broke after the election: our outcome is ours (we hold the elected
+             * content), but receivers may still be fetching from us: serve them to the end. */
+            if (res == pcclSuccess && !ccoip_ss_serve_drain(comm))
+                LOG_WARN(MOD, FN ": the master link broke and a receiver did not finish fetching from us");
+            if (res == pcclSuccess && atomic_load(&comm->stopping)) res = pcclMasterConnectionFailed;
         } else if (!no_report) {
             ccoip_packet_free(&r);
         }

@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+#ifdef _WIN32
+#include <process.h>
+#else
+#include <unistd.h>
+#endif
 
 #include "ccoip/master/ccoip_master_http.h"
 #include "ccoip/net/ccoip_os.h"
@@ -85,6 +90,27 @@ static void on_written(uv_write_t *req, int status) {
     free(w);
 }
 
+/* Test hook (docs/testing.md): PCCL_MASTER_TEST_DIE=<packet name>:<n> ends the process, as a
+ * SIGKILL would, right after the n-th packet of that type went out: a master dead between two
+ * members' COMMENCE, DONE or RESULT, the worst moments for a restart (tests/restart). */
+static void test_die_after(uint16_t type) {
+    static int armed = -1; /* -1: not read yet */
+    static char name[48];
+    static long left;
+    if (armed < 0) {
+        const char *v = getenv("PCCL_MASTER_TEST_DIE");
+        const char *colon = v != NULL ? strrchr(v, ':') : NULL;
+        armed = colon != NULL && (size_t) (colon - v) < sizeof name && (left = strtol(colon + 1, NULL, 10)) > 0;
+        if (armed) snprintf(name, sizeof name, "%.*s", (int) (colon - v), v);
+        if (armed) LOG_WARN(MOD, "test hook: dying after the %ld-th %s", left, name);
+    }
+    if (armed && strcmp(ccoip_packet_name(type), name) == 0 && --left == 0) {
+        LOG_WARN(MOD, "test hook: dying now, after a %s", name);
+        fflush(stderr);
+        _exit(137);
+    }
+}
+
 static void io_send(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p) {
     (void) ctx;
     mconn_t *mc = c->io;
@@ -107,6 +133,7 @@ static void io_send(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p) {
         free(w);
         mc->want_drop = true;
     }
+    test_die_after(p->type); /* libuv wrote at once: the kernel holds the packet */
 }
 
 static void io_make_uuid(void *ctx, ccoip_uuid_t *out) {

@@ -15,6 +15,11 @@ static void send_to(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_pa
     if (!st->shutting_down) st->send(st->ctx, c, p);
 }
 
+/* Remembers the DONE sent to c (a ring of its last CCOIP_MASTER_VERDICTS). */
+static void note_verdict(ccoip_mclient_t *c, uint64_t tag, uint8_t status) {
+    c->verdicts[c->nverdicts++ % CCOIP_MASTER_VERDICTS] = (ccoip_mverdict_t){tag, status, true};
+}
+
 static ccoip_mcoll_t *find(ccoip_mclient_t *c, uint64_t tag) {
     for (int i = 0; i < CCOIP_MAX_COLLECTIVES; i++)
         if (c->colls[i].phase != CCOIP_MCOLL_FREE && c->colls[i].desc.tag == tag) return &c->colls[i];
@@ -98,6 +103,7 @@ static void finish(ccoip_master_state_t *st, uint32_t group, uint64_t tag) {
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_COLLECTIVE_DONE;
         p.u.collective_done = (ccoip_collective_done_t){tag, ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED};
+        note_verdict(c, tag, p.u.collective_done.status);
         send_to(st, c, &p);
     }
 }
@@ -219,6 +225,7 @@ static void send_tagged(ccoip_master_state_t *st, ccoip_mclient_t *c, uint16_t t
     p.type = type;
     if (type == CCOIP_PKT_M2C_COLLECTIVE_ABORT) p.u.collective_abort.tag = tag;
     else if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) p.u.collective_done = (ccoip_collective_done_t){tag, CCOIP_RESULT_TIMEOUT};
+    if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) note_verdict(c, tag, CCOIP_RESULT_TIMEOUT);
     else p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0, 0};
     send_to(st, c, &p);
 }
@@ -265,4 +272,30 @@ void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
         }
     }
     if (waiting) ccoip_mstate_refuse_votes(st, group);
+}
+
+void ccoip_mcoll_keep_verdicts(const ccoip_mclient_t *c, ccoip_mverdict_t *out) {
+    memset(out, 0, CCOIP_MASTER_GONE_VERDICTS * sizeof *out);
+    int n = 0;
+    for (uint32_t k = c->nverdicts > CCOIP_MASTER_VERDICTS ? c->nverdicts - CCOIP_MASTER_VERDICTS : 0; k < c->nverdicts; k++)
+        out[n++] = c->verdicts[k % CCOIP_MASTER_VERDICTS]; /* oldest first */
+    /* Then its collectives in flight, newest of all: the group's members are refused or aborted
+     * because it left (ccoip_mcoll_on_leave), unless its watchdog had already ended them. */
+    for (int k = 0; k < CCOIP_MAX_COLLECTIVES; k++) {
+        const ccoip_mcoll_t *e = &c->colls[k];
+        if (e->phase == CCOIP_MCOLL_FREE) continue;
+        uint8_t status = e->phase == CCOIP_MCOLL_ABORTED ? CCOIP_RESULT_TIMEOUT : CCOIP_RESULT_FAILED;
+        out[n++] = (ccoip_mverdict_t){e->desc.tag, status, true};
+    }
+}
+
+void ccoip_mcoll_on_query(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *q) {
+    const ccoip_mverdict_t *v = ccoip_mstate_gone_verdict(st, &c->uuid, q->tag);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_COLLECTIVE_DONE;
+    p.u.collective_done = (ccoip_collective_done_t){q->tag, v != NULL ? v->status : CCOIP_RESULT_UNKNOWN};
+    LOG_INFO(MOD, "%s asked for the verdict on collective %llu: %s", c->name, (unsigned long long) q->tag,
+             v == NULL ? "unknown here (decided by its ring)" : v->status == CCOIP_RESULT_OK ? "ok" : "failed");
+    send_to(st, c, &p);
 }

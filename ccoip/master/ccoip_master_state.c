@@ -523,6 +523,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
     if (was_accepted && level == LOG_LEVEL_INFO) { /* its connection broke: it may come back with REJOIN */
         st->gone[st->ngone % CCOIP_MASTER_GONE_SLOTS].uuid = c->uuid;
         st->gone[st->ngone % CCOIP_MASTER_GONE_SLOTS].ms = st->now_ms;
+        ccoip_mcoll_keep_verdicts(c, st->gone[st->ngone % CCOIP_MASTER_GONE_SLOTS].verdicts);
         st->ngone++;
     }
     if (c->phase >= CCOIP_MPHASE_REGISTERED || !st->shutting_down)
@@ -666,6 +667,20 @@ static bool may_rejoin(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid)
     return false;
 }
 
+const ccoip_mverdict_t *ccoip_mstate_gone_verdict(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid,
+                                                  uint64_t tag) {
+    uint32_t n = st->ngone < CCOIP_MASTER_GONE_SLOTS ? st->ngone : CCOIP_MASTER_GONE_SLOTS;
+    for (uint32_t k = 0; k < n; k++) { /* newest slot first: a UUID dropped twice */
+        uint32_t i = (st->ngone - 1 - k) % CCOIP_MASTER_GONE_SLOTS;
+        if (memcmp(&st->gone[i].uuid, uuid, sizeof *uuid) != 0) continue;
+        const ccoip_mverdict_t *found = NULL;
+        for (int v = 0; v < CCOIP_MASTER_GONE_VERDICTS; v++) /* later entries are newer */
+            if (st->gone[i].verdicts[v].set && st->gone[i].verdicts[v].tag == tag) found = &st->gone[i].verdicts[v];
+        return found;
+    }
+    return NULL;
+}
+
 /* A member back after losing the master: accepted at once with the identity, ring successor and
  * shared-state revision it reports. Its group's ring is stale (collectives are refused until a
  * topology round), and everyone's world grew. */
@@ -752,6 +767,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_COLLECTIVE_ABORT:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
+        return;
+    case CCOIP_PKT_C2M_COLLECTIVE_QUERY:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
+        ccoip_mcoll_on_query(st, c, &p->u.collective_abort);
         return;
     case CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY:
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;

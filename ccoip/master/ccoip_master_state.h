@@ -48,6 +48,18 @@ typedef struct ccoip_mcoll_t {
     ccoip_collective_init_t desc;
 } ccoip_mcoll_t;
 
+/* A collective's outcome as one member was told it (DONE), or would have been had it stayed: kept
+ * so that a member whose link broke before it read its DONE can ask after reconnecting
+ * (C2M_COLLECTIVE_QUERY, docs/group-state-machine.md). */
+typedef struct ccoip_mverdict_t {
+    uint64_t tag;
+    uint8_t status; /* ccoip_result_status_t */
+    bool set;
+} ccoip_mverdict_t;
+
+#define CCOIP_MASTER_VERDICTS 8 /* the last DONEs sent to a member */
+#define CCOIP_MASTER_GONE_VERDICTS (CCOIP_MASTER_VERDICTS + CCOIP_MAX_COLLECTIVES)
+
 /* A client's part in shared-state syncs (ccoip_master_shared.c); NULL until its first sync. */
 typedef struct ccoip_mss_t ccoip_mss_t;
 
@@ -67,6 +79,8 @@ typedef struct ccoip_mclient_t {
     int round_ok; /* -1 not reported, 0 failed, 1 established */
     uint64_t connected_ms, last_seen_ms;
     ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
+    ccoip_mverdict_t verdicts[CCOIP_MASTER_VERDICTS]; /* a ring of the DONEs sent to it */
+    uint32_t nverdicts;
     bool ring_stale; /* its group lost a member since the last topology round */
     ccoip_uuid_t next; /* REJOIN: its ring successor before the master was lost; zero once used */
     ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
@@ -126,6 +140,7 @@ typedef struct ccoip_master_state_t {
     struct {
         ccoip_uuid_t uuid;
         uint64_t ms;
+        ccoip_mverdict_t verdicts[CCOIP_MASTER_GONE_VERDICTS]; /* its last DONEs, then what it was in */
     } gone[CCOIP_MASTER_GONE_SLOTS]; /* accepted peers dropped lately, for REJOIN (a ring) */
     uint32_t ngone;
     bool shutting_down;
@@ -186,6 +201,16 @@ void ccoip_mcoll_break_group(ccoip_master_state_t *st, uint32_t group);
 void ccoip_mcoll_refuse_waiting(ccoip_master_state_t *st, uint32_t group);
 /* C2M_COLLECTIVE_ABORT: c's watchdog gave up on a collective; it ends with TIMEOUT for the group. */
 void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *a);
+/* A member that reconnected asks for the verdict on `tag`: what this master told, or would have
+ * told, the UUID it had before (a DONE; status UNKNOWN when it never decided it). */
+void ccoip_mcoll_on_query(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *q);
+/* On dropping accepted member c: its verdicts for the gone table, CCOIP_MASTER_GONE_VERDICTS into
+ * out (its collectives in flight end FAILED for the group, or TIMEOUT where a watchdog already
+ * ended them). */
+void ccoip_mcoll_keep_verdicts(const ccoip_mclient_t *c, ccoip_mverdict_t *out);
+/* The verdict kept for a dropped member's UUID and `tag`, or NULL. */
+const ccoip_mverdict_t *ccoip_mstate_gone_verdict(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid,
+                                                  uint64_t tag);
 
 /* The status endpoint's page (Prometheus text format 0.0.4) into buf; returns its length, which
  * may exceed cap (then buf holds a truncated page: call again with more room). */

@@ -302,5 +302,10 @@ void ccoip_shmpipe_close(ccoip_shmpipe_t *p) {
     p->ring = NULL;
 }
 
+uint64_t ccoip_shmpipe_unread(const ccoip_shmpipe_t *p) {
+    if (p->h == NULL) return 0;
+    return __atomic_load_n(&p->h->head, __ATOMIC_ACQUIRE) - __atomic_load_n(&p->h->tail, __ATOMIC_ACQUIRE);
+}
+
 uint64_t *ccoip_shmpipe_head_word(ccoip_shmpipe_t *p) { return &p->h->head; }
 uint64_t *ccoip_shmpipe_tail_word(ccoip_shmpipe_t *p) { return &p->h->tail; }

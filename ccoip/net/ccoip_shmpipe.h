@@ -117,6 +117,9 @@ void ccoip_shmpipe_shut(ccoip_shmpipe_t *p);
 /* Unmaps (after the threads that use it are done). */
 void ccoip_shmpipe_close(ccoip_shmpipe_t *p);
 
+/* Bytes written into the ring that the reader has not consumed yet (0 when not mapped). */
+uint64_t ccoip_shmpipe_unread(const ccoip_shmpipe_t *p);
+
 /* Test hooks: the segment's head and tail, to write garbage into them. */
 uint64_t *ccoip_shmpipe_head_word(ccoip_shmpipe_t *p);
 uint64_t *ccoip_shmpipe_tail_word(ccoip_shmpipe_t *p);

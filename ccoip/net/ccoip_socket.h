@@ -90,6 +90,10 @@ int ccoip_sock_dup(int fd);
 void ccoip_sock_shutdown_write(int fd);
 void ccoip_sock_close(int fd);
 
+/* Bytes we sent on fd that the peer has not acknowledged yet (Linux SIOCOUTQ, macOS SO_NWRITE:
+ * 0 once every byte reached the peer's kernel). Windows offers no such count: 0. */
+uint64_t ccoip_sock_unacked(int fd);
+
 /* Both ends of a connected socket on this host: the peer's address is a loopback one or ours. */
 bool ccoip_sock_same_host(int fd);
 

@@ -5,6 +5,10 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#ifdef __linux__
+#include <linux/sockios.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +269,19 @@ void ccoip_sock_shutdown(int fd) {
 
 void ccoip_sock_shutdown_write(int fd) {
     if (fd >= 0) shutdown(fd, SHUT_WR);
+}
+
+uint64_t ccoip_sock_unacked(int fd) {
+    int n = 0;
+#if defined(__linux__)
+    if (fd < 0 || ioctl(fd, SIOCOUTQ, &n) != 0 || n < 0) return 0;
+#elif defined(SO_NWRITE)
+    socklen_t len = sizeof n;
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_NWRITE, &n, &len) != 0 || n < 0) return 0;
+#else
+    (void) fd;
+#endif
+    return (uint64_t) n;
 }
 
 bool ccoip_sock_same_host(int fd) {

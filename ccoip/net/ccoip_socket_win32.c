@@ -319,6 +319,11 @@ void ccoip_sock_shutdown(int fd) {
     CancelIoEx((HANDLE) FD(fd), NULL);         /* a call blocked now returns */
 }
 
+uint64_t ccoip_sock_unacked(int fd) {
+    (void) fd; /* SIO_TCP_INFO would tell (Windows 10 1703 and later); mingw lacks its headers */
+    return 0;
+}
+
 void ccoip_sock_shutdown_write(int fd) {
     if (fd >= 0) shutdown(FD(fd), SD_SEND);
 }

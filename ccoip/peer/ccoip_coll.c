@@ -16,6 +16,12 @@
  *      always ends, as with back-to-back sync calls).
  *   3. COLLECTIVE_COMPLETE -> DONE: the outcome is shared. A failed ring breaks and retires every
  *      stream until the next pcclUpdateTopology (frames of it may still be in the sockets).
+ * When the master link breaks (docs/group-state-machine.md, "When the master dies"), a ring that
+ * commenced runs on; an op still without its DONE asks the master it reconnects to
+ * (C2M_COLLECTIVE_QUERY): a live master tells what it told the others, a restarted one knows
+ * nothing, and then the ring's own outcome decides (once our sends have reached the next peer).
+ * An op still without its COMMENCE fails, and breaks our links (after the rings that did
+ * commence here) so that members that did get a COMMENCE fail too instead of waiting for us.
  * An op that makes no progress in any of these for the collective timeout is reported to the
  * master by the watchdog (ccoip_watchdog.c), which ends it on every member with TIMEOUT in
  * COMMENCE or DONE: pcclCollectiveTimeout.
@@ -48,7 +54,7 @@ static void bump(_Atomic uint32_t *w) {
 void ccoip_colls_init(pcclComm_t *comm) {
     pthread_mutex_init(&comm->colls.lock, NULL);
     ccoip_watchdog_init(comm);
-    comm->router = (ccoip_link_router_t){ccoip_coll_route, ccoip_coll_abort, ccoip_watchdog_tick};
+    comm->router = (ccoip_link_router_t){ccoip_coll_route, ccoip_coll_abort, ccoip_coll_master_gone, ccoip_watchdog_tick};
 }
 
 void ccoip_colls_free(pcclComm_t *comm) {
@@ -81,6 +87,14 @@ void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag) {
     }
     pthread_mutex_unlock(&c->lock);
     bump(&c->turns); /* ops waiting for their stream turn look at their flag */
+}
+
+void ccoip_coll_master_gone(pcclComm_t *comm) {
+    ccoip_colls_t *c = &comm->colls;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < CCOIP_MAX_OPS; i++)
+        if (c->ops[i].state != CCOIP_OP_FREE) bump(&c->ops[i].word); /* its reply will not come */
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Takes `w` streams of stream[0 .. n-1] for an op of `bytes` (ccoip_stripe_take, charging
@@ -170,9 +184,12 @@ static void retire(pcclComm_t *comm) {
     pthread_mutex_lock(&c->lock);
     if (!c->retired) LOG_INFO(MOD, "data links retired until the next pcclUpdateTopology");
     c->retired = true;
+    const ccoip_p2p_links_t *l = &comm->p2p.links;
     for (uint32_t i = 0; i < CCOIP_MAX_STREAMS; i++) {
         if (c->tx[i].dl) ccoip_datalink_break(c->tx[i].dl, "retired after a failed collective");
+        else if (i < l->ntx) ccoip_sock_shutdown(l->tx_fds[i]); /* no ring ran on it yet: the peer must see it end too */
         if (c->rx[i].dl) ccoip_datalink_break(c->rx[i].dl, "retired after a failed collective");
+        else if (i < l->nrx) ccoip_sock_shutdown(l->rx_fds[i]);
     }
     pthread_mutex_unlock(&c->lock);
 }
@@ -279,6 +296,37 @@ void ccoip_rings_drain(pcclComm_t *comm) {
         tpark_wait((const uint32_t *) w, n, 100 * 1000 * 1000);
 }
 
+/* Progress of everything that moves: rings (their doorbells) and our unacknowledged sends. */
+static uint64_t motion(pcclComm_t *comm, uint64_t *unacked) {
+    ccoip_colls_t *c = &comm->colls;
+    uint64_t sig = 0, left = 0;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < CCOIP_MAX_OPS; i++) sig += atomic_load_explicit(&c->ops[i].doorbell, memory_order_relaxed);
+    for (uint32_t i = 0; i < CCOIP_MAX_STREAMS; i++)
+        if (c->tx[i].dl != NULL) left += ccoip_datalink_unacked(c->tx[i].dl);
+    pthread_mutex_unlock(&c->lock);
+    *unacked = left;
+    return sig + left * 31;
+}
+
+/* Waits until no ring runs here (unless `rings` is false) and every byte we sent has reached the
+ * next peer's kernel or been read out of our pipe; false when nothing moved for DRAIN_STALL_MS
+ * (a ring that waits for a peer that never started it, a peer that stopped reading). */
+#define DRAIN_STALL_MS 3000
+static bool drain(pcclComm_t *comm, bool rings) {
+    uint64_t last = 0, left;
+    int64_t since = ccoip_now_ms();
+    for (;;) {
+        uint64_t sig = motion(comm, &left);
+        if (left == 0 && (!rings || atomic_load_explicit(&comm->colls.in_ring, memory_order_acquire) == 0)) return true;
+        int64_t now = ccoip_now_ms();
+        if (sig != last) last = sig, since = now;
+        else if (now - since > DRAIN_STALL_MS) return false;
+        uint32_t nap = 0;
+        tpark_wait(&nap, 0, 1000 * 1000); /* 1 ms: a sleep on every platform */
+    }
+}
+
 /* ---- one op, start to end ------------------------------------------------------------------ */
 
 /* Waits until the routed reply (COMMENCE or DONE) is there; false when the master link is gone. */
@@ -320,6 +368,45 @@ static int run_ring(pcclComm_t *comm, ccoip_op_t *op, reduce_ring_params_t *rp, 
     return rc;
 }
 
+/* The master link broke before our COMMENCE came: the master may have sent it to the others
+ * first, and their rings would wait for ours. Once the rings that did commence here are over and
+ * our sends have arrived (nothing that can still succeed is cut), our links break, so theirs fail
+ * as ours did; after a master restart every member relinks anyway. */
+static void break_uncommenced(pcclComm_t *comm, const ccoip_op_t *op) {
+    if (!drain(comm, true))
+        LOG_WARN(MOD, "%s: collective %llu: rings and sends still stalled after %d ms", op_name(op),
+                 (unsigned long long) op->tag, DRAIN_STALL_MS);
+    LOG_WARN(MOD, "%s: collective %llu: the master link broke before it commenced; breaking our data links so "
+                  "that peers which did start it fail too", op_name(op), (unsigned long long) op->tag);
+    retire(comm);
+}
+
+/* The master link broke before our DONE came. Ask the master we reconnect to: a live master (our
+ * link alone broke) tells what it told the others; a restarted one answers UNKNOWN, and so does a
+ * master that is gone for good: then the ring decides. It completed here only if every member
+ * commenced it and sent us all it had, so with the master the only failure, every member's ring
+ * completes and every member returns success; we wait until our own last frames have reached
+ * the next peer first (it needs them; and sends by reference must be done before the caller may
+ * write the buffers again). Returns true when a master answered (in *r); false: the ring decides,
+ * *r holds that outcome. */
+static bool ask_verdict(pcclComm_t *comm, ccoip_op_t *op, int rc, ccoip_packet_t *r) {
+    ccoip_packet_t q;
+    memset(&q, 0, sizeof q);
+    q.type = CCOIP_PKT_C2M_COLLECTIVE_QUERY;
+    q.u.collective_abort.tag = op->tag;
+    memset(r, 0, sizeof *r);
+    if (ccoip_link_send(comm, &q) == CCOIP_OK && await_reply(comm, op, true, r) &&
+        r->u.collective_done.status != CCOIP_RESULT_UNKNOWN)
+        return true;
+    bool ok = rc == REDUCE_OK && drain(comm, false);
+    LOG_WARN(MOD, "%s: collective %llu: no master knows its outcome (restarted or gone); its ring %s here, so %s",
+             op_name(op), (unsigned long long) op->tag, rc == REDUCE_OK ? "completed" : "failed",
+             ok ? "it succeeded on every member" : "it failed");
+    r->type = CCOIP_PKT_M2C_COLLECTIVE_DONE;
+    r->u.collective_done = (ccoip_collective_done_t){op->tag, ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED};
+    return false;
+}
+
 static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     const pcclReduceDescriptor_t *d = &op->desc;
     memset(&op->info, 0, sizeof op->info);
@@ -331,9 +418,11 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                                                     (uint8_t) d->op, (uint8_t) d->quantization_options.quantized_datatype,
                                                     (uint8_t) d->quantization_options.algorithm};
     void *wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitInit);
-    bool commenced = ccoip_link_send(comm, &p) == CCOIP_OK && await_reply(comm, op, false, &r);
+    bool asked = ccoip_link_send(comm, &p) == CCOIP_OK;
+    bool commenced = asked && await_reply(comm, op, false, &r);
     ccoip_prof_wait_end(comm, wait);
     if (!commenced) {
+        if (asked && !atomic_load(&comm->stopping)) break_uncommenced(comm, op);
         op->result = pcclMasterConnectionFailed;
         return;
     }
@@ -394,6 +483,11 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     p.u.collective_complete = (ccoip_collective_complete_t){op->tag, rc == REDUCE_OK};
     wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitDone);
     bool done = ccoip_link_send_more(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
+    bool by_ring = false; /* the verdict is the ring's own (no master knew it) */
+    if (!done && !atomic_load(&comm->stopping)) {
+        by_ring = !ask_verdict(comm, op, rc, &r);
+        done = true;
+    }
     ccoip_prof_wait_end(comm, wait);
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
     if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
@@ -402,8 +496,10 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     if (timed_out)
         LOG_ERROR(MOD, "%s: collective %llu timed out: a peer stalled mid-collective; call pcclUpdateTopology",
                   op_name(op), (unsigned long long) op->tag);
-    op->result = !done ? pcclMasterConnectionFailed : ok ? pcclSuccess : timed_out ? pcclCollectiveTimeout
-                                                                                   : pcclRankConnectionLost;
+    op->result = ok ? pcclSuccess
+                 : !done || by_ring ? pcclMasterConnectionFailed
+                 : timed_out ? pcclCollectiveTimeout
+                             : pcclRankConnectionLost;
 }
 
 void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {

@@ -868,6 +868,12 @@ void ccoip_datalink_stop(ccoip_datalink_t *dl) {
     free(dl);
 }
 
+uint64_t ccoip_datalink_unacked(ccoip_datalink_t *dl) {
+    uint64_t n = ccoip_sock_unacked(dl->fd);
+    if (__atomic_load_n(&dl->tx_shm, __ATOMIC_ACQUIRE)) n += ccoip_shmpipe_unread(&dl->txp);
+    return n;
+}
+
 bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx) {
     ccoip_datalink_t *m = (ccoip_datalink_t *) dl;
     pthread_mutex_lock(&m->lock);

@@ -68,6 +68,10 @@ void ccoip_datalink_profile(ccoip_datalink_t *dl, const pprof_t *prof, uint32_t 
 /* True once the link is broken (peer gone, bad frame, stopped). */
 bool ccoip_datalink_broken(const ccoip_datalink_t *dl);
 
+/* Bytes we sent that have not reached the peer yet: unacknowledged on the socket, or unread in
+ * our shared-memory pipe. 0 means everything sent so far is the peer's to read. */
+uint64_t ccoip_datalink_unacked(ccoip_datalink_t *dl);
+
 /* Which directions run over shared memory (*tx: our sends, *rx: our receives). Returns false
  * while our offer is due or unanswered (the answer may still move *tx). */
 bool ccoip_datalink_shm(const ccoip_datalink_t *dl, bool *tx, bool *rx);

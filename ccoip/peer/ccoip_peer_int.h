@@ -103,10 +103,11 @@ typedef struct ccoip_colls_t {
 } ccoip_colls_t;
 
 /* What the master-link thread delivers, and to whom: the collectives register these at creation
- * (ccoip_colls_init), so that the link calls nothing above it. All three run on the link thread. */
+ * (ccoip_colls_init), so that the link calls nothing above it. All run on the link thread. */
 typedef struct ccoip_link_router_t {
     bool (*route)(pcclComm_t *comm, ccoip_packet_t *p);     /* COMMENCE / DONE; true when taken */
     void (*abort)(pcclComm_t *comm, bool all, uint64_t tag); /* stop the ring of `tag` (all: every op) */
+    void (*master_gone)(pcclComm_t *comm);                    /* the link broke: no reply will come */
     int64_t (*tick)(pcclComm_t *comm, int64_t now_ms);       /* ms until it wants to run again */
 } ccoip_link_router_t;
 
@@ -227,6 +228,7 @@ void ccoip_colls_shutdown(pcclComm_t *comm);    /* abort what runs, join the wor
 void ccoip_colls_free(pcclComm_t *comm);
 void ccoip_data_close(pcclComm_t *comm); /* stop the data links: before the p2p sockets close */
 void ccoip_coll_abort(pcclComm_t *comm, bool all, uint64_t tag); /* from the master-link thread */
+void ccoip_coll_master_gone(pcclComm_t *comm);                    /* from the master-link thread */
 /* From the master-link thread: hands COMMENCE / DONE to the op of its tag; true when taken. */
 bool ccoip_coll_route(pcclComm_t *comm, ccoip_packet_t *p);
 /* True while any all-reduce (sync or async) is in flight or an async one is not yet awaited:

@@ -184,11 +184,19 @@ ccoip_status_t ccoip_link_wait_pending(pcclComm_t *comm, ccoip_pending_result_t 
     return wait_for(comm, take_pending, out, -1);
 }
 
-static void link_lost(pcclComm_t *comm, const char *why) {
+/* Every reply awaited is gone. broke: the connection broke (the master died, or the network), so
+ * rings that commenced run on and decide their collectives themselves (ccoip_coll.c); otherwise
+ * the master or we ended it on purpose (BYE, a kick, a protocol violation), and everything stops. */
+static void wake_callers(pcclComm_t *comm, bool broke) {
+    if (broke && comm->router.master_gone != NULL) comm->router.master_gone(comm);
+    else if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
+}
+
+static void link_lost(pcclComm_t *comm, const char *why, bool broke) {
     if (!atomic_load(&comm->stopping)) LOG_ERROR(MOD, "lost the connection to the master: %s", why);
     atomic_store(&comm->master_lost, true);
     ccoip_abort_all(&comm->aborts);
-    if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
+    wake_callers(comm, broke);
     ccoip_peer_notify(comm);
 }
 
@@ -241,7 +249,7 @@ static void dial_end(pcclComm_t *comm, int fd) {
 static bool relink(pcclComm_t *comm, const char *why) {
     if (atomic_load(&comm->stopping)) return false;
     if (comm->reconnect_ms <= 0 || !atomic_load(&comm->accepted)) {
-        link_lost(comm, why);
+        link_lost(comm, why, true);
         return false;
     }
     LOG_WARN(MOD, "lost the connection to the master: %s; reconnecting for up to %lld s", why,
@@ -252,7 +260,7 @@ static bool relink(pcclComm_t *comm, const char *why) {
     while (mail_pop(comm, &stale)) ccoip_packet_free(&stale);
     ccoip_pending_result_t gone;
     pending_pop(comm, &gone);
-    if (comm->router.abort != NULL) comm->router.abort(comm, true, 0);
+    wake_callers(comm, true);
     ccoip_peer_notify(comm);
     pthread_mutex_lock(&comm->send_lock);
     pthread_mutex_lock(&comm->mail_lock);
@@ -298,7 +306,7 @@ static bool relink(pcclComm_t *comm, const char *why) {
     }
     char msg[200];
     snprintf(msg, sizeof msg, "%s; no way back to %s (last: %s)", why, name, last);
-    link_lost(comm, msg);
+    link_lost(comm, msg, true);
     atomic_store(&comm->master_down, false);
     return false;
 }
@@ -335,7 +343,7 @@ static void *link_main(void *arg) {
             continue;
         }
         if (p.type == CCOIP_PKT_M2C_BYE) { /* shut down on purpose: the run is over, no reconnecting */
-            link_lost(comm, "the master shut down");
+            link_lost(comm, "the master shut down", false);
             break;
         }
         switch (p.type) {
@@ -357,7 +365,7 @@ static void *link_main(void *arg) {
             break;
         case CCOIP_PKT_M2C_PENDING_RESULT:
             if (!pending_push(comm, &p.u.pending_result)) {
-                link_lost(comm, "the master answered a pending vote that was not asked");
+                link_lost(comm, "the master answered a pending vote that was not asked", false);
                 return NULL;
             }
             break;
@@ -369,14 +377,14 @@ static void *link_main(void *arg) {
         case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
             if (!mail_push(comm, &p)) {
                 ccoip_packet_free(&p);
-                link_lost(comm, "the master sent more replies than were asked for");
+                link_lost(comm, "the master sent more replies than were asked for", false);
                 return NULL;
             }
             break;
         default:
             LOG_ERROR(MOD, "the master sent %s, which a master never sends", ccoip_packet_name(p.type));
             ccoip_packet_free(&p);
-            link_lost(comm, "protocol violation");
+            link_lost(comm, "protocol violation", false);
             return NULL;
         }
     }

@@ -20,6 +20,7 @@
 #include "cuda/cuda_table.h"
 #include "ccoip/peer/ccoip_prof.h"
 #include "log/log.h"
+#include "threadpark/threadpark.h"
 
 #define MOD "ccoip-ss"
 #define HANDSHAKE_MS 2000
@@ -32,6 +33,7 @@
 typedef struct worker_t {
     pthread_t thread;
     int fd;
+    ccoip_uuid_t uuid; /* the receiver's */
     char who[80];
     pcclComm_t *comm;
     ccoip_session_t sess; /* encrypted: the tensors go sealed */
@@ -46,6 +48,7 @@ struct ccoip_peer_ss_t {
     const ccoip_ss_slot_t *slots;
     size_t nslots;
     ccoip_uuid_t allowed[CCOIP_MAX_PEER_ENTRIES];
+    bool served[CCOIP_MAX_PEER_ENTRIES]; /* allowed[i] got all it asked for */
     uint32_t nallowed;
     worker_t *workers[MAX_WORKERS];
     int nworkers;
@@ -187,6 +190,13 @@ static void send_header(int fd, uint8_t status, ccoip_ss_item_t *items, uint32_t
     ccoip_conn_send(fd, &h);
 }
 
+static void mark_served(ccoip_peer_ss_t *ss, const ccoip_uuid_t *uuid) {
+    pthread_mutex_lock(&ss->lock);
+    for (uint32_t i = 0; i < ss->nallowed; i++)
+        if (memcmp(ss->allowed[i].b, uuid->b, 16) == 0) ss->served[i] = true;
+    pthread_mutex_unlock(&ss->lock);
+}
+
 /* One request on one connection, start to end. */
 static void *worker_main(void *arg) {
     worker_t *w = arg;
@@ -238,6 +248,7 @@ static void *worker_main(void *arg) {
             LOG_WARN(MOD, "shared state: sending to %s failed after %llu of %llu bytes: %s", w->who,
                      (unsigned long long) x.done, (unsigned long long) total, ccoip_status_str(st));
         else LOG_DEBUG(MOD, "shared state: sent %u tensors (%llu bytes) to %s", n, (unsigned long long) total, w->who);
+        if (st == CCOIP_OK) mark_served(ss, &w->uuid);
     }
     free(sl);
     free(items);
@@ -286,6 +297,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
     if (w != NULL) {
         w->fd = fd;
+        w->uuid = uuid;
         w->comm = comm;
         w->sess = sess;
         snprintf(w->who, sizeof w->who, "%s", who);
@@ -345,8 +357,30 @@ void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t
 void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n) {
     ccoip_peer_ss_t *ss = comm->ss;
     pthread_mutex_lock(&ss->lock);
-    for (uint32_t i = 0; i < n && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) ss->allowed[ss->nallowed++] = clients[i].uuid;
+    for (uint32_t i = 0; i < n && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) {
+        ss->served[ss->nallowed] = false;
+        ss->allowed[ss->nallowed++] = clients[i].uuid;
+    }
     pthread_mutex_unlock(&ss->lock);
+}
+
+bool ccoip_ss_serve_drain(pcclComm_t *comm) {
+    ccoip_peer_ss_t *ss = comm->ss;
+    uint64_t last = atomic_load(&ss->tx);
+    int64_t since = ccoip_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&ss->lock);
+        bool all = true;
+        for (uint32_t i = 0; i < ss->nallowed; i++) all = all && ss->served[i];
+        pthread_mutex_unlock(&ss->lock);
+        if (all) return true;
+        uint64_t tx = atomic_load(&ss->tx);
+        int64_t now = ccoip_now_ms();
+        if (tx != last) last = tx, since = now;
+        else if (now - since > ss->stall_ms || atomic_load(&comm->stopping)) return false;
+        uint32_t nap = 0;
+        tpark_wait(&nap, 0, 5 * 1000 * 1000); /* 5 ms */
+    }
 }
 
 uint64_t ccoip_ss_serve_end(pcclComm_t *comm) {

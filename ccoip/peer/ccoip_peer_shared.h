@@ -38,6 +38,9 @@ uint16_t ccoip_ss_port(const pcclComm_t *comm);
 void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n);
 void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n);
 uint64_t ccoip_ss_serve_end(pcclComm_t *comm);
+/* Without the master's DONE (its link broke): waits until every peer allowed has received all it
+ * asked us for; false when one did not and nothing was sent for PCCL_SS_TIMEOUT_MS. */
+bool ccoip_ss_serve_drain(pcclComm_t *comm);
 
 const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
 

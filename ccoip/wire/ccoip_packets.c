@@ -212,6 +212,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_INIT, "C2M_COLLECTIVE_INIT", collective_init_fields, 0),
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_COMPLETE, "C2M_COLLECTIVE_COMPLETE", collective_complete_fields, 0),
     PACKET(CCOIP_PKT_C2M_COLLECTIVE_ABORT, "C2M_COLLECTIVE_ABORT", collective_abort_fields, 0),
+    PACKET(CCOIP_PKT_C2M_COLLECTIVE_QUERY, "C2M_COLLECTIVE_QUERY", collective_abort_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, "M2C_COLLECTIVE_COMMENCE", collective_commence_fields, 0),
     PACKET(CCOIP_PKT_M2C_COLLECTIVE_DONE, "M2C_COLLECTIVE_DONE", collective_done_fields, 0),
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_SYNC, "C2M_SHARED_STATE_SYNC", ss_sync_fields, 0),

@@ -38,8 +38,10 @@
  * 8: encrypted connections negotiate their AEAD: HELLO offers (CCOIP_HELLO_F_AEADS bits), HELLO_ACK
  *    names the acceptor's choice, AES-256-OCB added beside AES-256-GCM and ChaCha20-Poly1305;
  *    version 7 picked by each side's own CPU (two sides of different CPUs could disagree), and a
- *    version-7 decoder refuses the new flag bits */
-#define CCOIP_PROTOCOL_VERSION 8u
+ *    version-7 decoder refuses the new flag bits
+ * 9: C2M_COLLECTIVE_QUERY and CCOIP_RESULT_UNKNOWN: a collective whose master link broke before
+ *    its DONE asks the master it reconnects to for the verdict (docs/group-state-machine.md) */
+#define CCOIP_PROTOCOL_VERSION 9u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -63,6 +65,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
+    CCOIP_PKT_C2M_COLLECTIVE_QUERY = 0x0113,    /* after a reconnection: the verdict on `tag`? (a DONE) */
     CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
     CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
     CCOIP_PKT_C2M_SHARED_STATE_ABORT = 0x0122,  /* its watchdog: no RESULT within the collective timeout */
@@ -131,7 +134,8 @@ typedef enum ccoip_result_status_t {
     CCOIP_RESULT_OK = 0,
     CCOIP_RESULT_FAILED = 1,   /* a p2p connection failed or a participant dropped: retry */
     CCOIP_RESULT_MISMATCH = 2, /* accepted peers voted for different things */
-    CCOIP_RESULT_TIMEOUT = 3   /* collectives only: a member's watchdog aborted it (pcclCollectiveTimeout) */
+    CCOIP_RESULT_TIMEOUT = 3,  /* collectives only: a member's watchdog aborted it (pcclCollectiveTimeout) */
+    CCOIP_RESULT_UNKNOWN = 4   /* a QUERY's DONE: this master never decided that collective (it restarted) */
 } ccoip_result_status_t;
 
 /* Flags of a neighbour entry: what this peer does with it. */
@@ -250,7 +254,8 @@ typedef struct ccoip_world_update_t {
     ccoip_world_t world;
 } ccoip_world_update_t;
 
-/* M2C_COLLECTIVE_ABORT (stop the ring of `tag`) and C2M_COLLECTIVE_ABORT (the watchdog). */
+/* M2C_COLLECTIVE_ABORT (stop the ring of `tag`), C2M_COLLECTIVE_ABORT (the watchdog) and
+ * C2M_COLLECTIVE_QUERY (the verdict, after a reconnection). */
 typedef struct ccoip_collective_abort_t {
     uint64_t tag;
 } ccoip_collective_abort_t;

@@ -1,8 +1,11 @@
-/* restart_peer MASTER_ADDR SHARD STEPS: one peer of a data-parallel run over pccl.h only, as the
+/* restart_peer MASTER_ADDR SHARD STEPS [WORLD]: one peer of a data-parallel run over pccl.h only, as the
  * README's loop writes it, for restart_test. It prints where it is, so that the test can kill the
  * master at the worst moments and check every step's weights on every peer:
  *   "sync STEP" / "allreduce STEP"  right before pcclSynchronizeSharedState / pcclAllReduce
  *   "step STEP rev REV hash HASH"    after each step (HASH: FNV-1a of the weights)
+ *   "call STEP CALL RESULT WORLD HASH"  after every sync and all-reduce: its result, the group's
+ *                                    world size, the hash of the weights (sync) or of the
+ *                                    reduced gradient (all-reduce): tests compare them
  *   "error CALL RESULT"              a call failed (the loop then updates the topology)
  *   "done STEP rev REV hash HASH"    at the end (exit 0)
  *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3) */
@@ -24,6 +27,11 @@ static uint64_t fnv(const void *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
+}
+
+static void print_call(const char *call, pcclResult_t r, int world, const float *data) {
+    printf("call %u %s %d %d %016" PRIx64 "\n", step, call, (int) r, world, fnv(data, sizeof w));
+    fflush(stdout);
 }
 
 static void update_topology(pcclComm_t *comm, const char *call, pcclResult_t why) {
@@ -53,6 +61,7 @@ int main(int argc, char **argv) {
     addr.port = (uint16_t) port;
     int shard = atoi(argv[2]);
     uint32_t steps = (uint32_t) atoi(argv[3]);
+    int first_world = argc > 4 ? atoi(argv[4]) : 2; /* the first step waits for this many peers */
     pcclCommCreateParams_t params = {.master_address = addr, .peer_group = 0, .p2p_connection_pool_size = 1};
     pcclComm_t *comm;
     if (pcclInit() || pcclCreateCommunicator(&params, &comm) || pcclConnect(comm)) return 1;
@@ -72,13 +81,14 @@ int main(int argc, char **argv) {
             continue;
         }
         pcclGetAttribute(comm, PCCL_ATTRIBUTE_PEER_GROUP_WORLD_SIZE, &world);
-        if (world < 2) {
+        if (world < (step == 0 ? first_world : 2)) {
             usleep(20000);
             continue;
         }
         printf("sync %u\n", step);
         fflush(stdout);
         r = pcclSynchronizeSharedState(comm, &state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, NULL);
+        print_call("sync", r, world, w);
         if (r != pcclSuccess) {
             update_topology(comm, "sync", r);
             continue;
@@ -93,6 +103,7 @@ int main(int argc, char **argv) {
         printf("allreduce %u\n", step);
         fflush(stdout);
         r = pcclAllReduce(g, g, &avg, comm, NULL);
+        print_call("allreduce", r, world, g);
         if (r != pcclSuccess) {
             update_topology(comm, "allreduce", r);
             continue;

@@ -1,0 +1,150 @@
+/* restart_run.c: see restart_run.h. */
+#include "tests/restart/restart_run.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t rr_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t) t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+bool rr_start_master(rr_run_t *r, const char *die) {
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", r->port);
+    snprintf(r->log, sizeof r->log, "%s/master%d.log", r->dir, r->starts++);
+    if (die != NULL) setenv("PCCL_MASTER_TEST_DIE", die, 1);
+    char *argv[] = {(char *) r->master_bin, "--listen", listen, "--log-level", "info", NULL};
+    h_stderr_path = r->log;
+    bool ok = h_spawn(&r->master, argv);
+    unsetenv("PCCL_MASTER_TEST_DIE");
+    char line[256];
+    if (!ok || !h_read_line(&r->master, line, sizeof line, 20000)) return false;
+    const char *colon = strrchr(line, ':');
+    int port = colon == NULL ? 0 : atoi(colon + 1);
+    if (port <= 0 || (r->port != 0 && port != r->port)) return false;
+    r->port = port;
+    return true;
+}
+
+bool rr_start_peers(rr_run_t *r, int n, int steps) {
+    char addr[64], shard[16], st[16], world[16];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", r->port);
+    snprintf(st, sizeof st, "%d", steps);
+    snprintf(world, sizeof world, "%d", n);
+    r->npeers = n;
+    for (int i = 0; i < n; i++) {
+        rr_peer_t *p = &r->peers[i];
+        memset(p, 0, sizeof *p);
+        p->calls = calloc(RR_MAX_CALLS, sizeof *p->calls);
+        snprintf(shard, sizeof shard, "%d", i);
+        char *argv[] = {(char *) r->peer_bin, addr, shard, st, world, NULL};
+        if (p->calls == NULL || !h_spawn(&p->proc, argv)) return false;
+    }
+    return true;
+}
+
+static void take_line(rr_peer_t *p, const char *line) {
+    snprintf(p->recent[p->nrecent++ % RR_KEEP], sizeof p->recent[0], "%.127s", line);
+    unsigned step;
+    char call[16];
+    int res, world;
+    unsigned long long hash;
+    if (sscanf(line, "call %u %15s %d %d %llx", &step, call, &res, &world, &hash) == 5 && p->ncalls < RR_MAX_CALLS) {
+        /* Success or failure must agree; which failure may not (a call made just before the
+         * master died fails with pcclMasterConnectionFailed, one made just after it is refused). */
+        if (res == 0) snprintf(p->calls[p->ncalls++], sizeof p->calls[0], "%u %s ok %d %016llx", step, call, world, hash);
+        else snprintf(p->calls[p->ncalls++], sizeof p->calls[0], "%u %s failed %d", step, call, world);
+    } else if (sscanf(line, "step %u", &step) == 1) {
+        p->step = (int) step;
+    } else if (strncmp(line, "done ", 5) == 0 || strncmp(line, "gave up", 7) == 0) {
+        p->done = true;
+    }
+}
+
+int rr_pump(rr_run_t *r, int ms, const char *want, int who, int min) {
+    int64_t end = rr_now_ms() + ms;
+    do {
+        for (int i = 0; i < r->npeers; i++) {
+            char line[256];
+            while (h_read_line(&r->peers[i].proc, line, sizeof line, 1)) {
+                take_line(&r->peers[i], line);
+                if (want != NULL && (who < 0 || who == i) && strncmp(line, want, strlen(want)) == 0 &&
+                    atoi(line + strlen(want)) >= min)
+                    return i;
+            }
+        }
+    } while (rr_now_ms() < end);
+    return -1;
+}
+
+static bool all_done(const rr_run_t *r) {
+    for (int i = 0; i < r->npeers; i++)
+        if (!r->peers[i].done) return false;
+    return true;
+}
+
+bool rr_finish(rr_run_t *r, int timeout_ms) {
+    int64_t end = rr_now_ms() + timeout_ms;
+    while (!all_done(r) && rr_now_ms() < end) rr_pump(r, 100, NULL, -1, 0);
+    if (all_done(r)) return true;
+    fprintf(stderr, "restart: the peers did not finish within %d ms\n", timeout_ms);
+    rr_dump(r);
+    return false;
+}
+
+bool rr_same_calls(const rr_run_t *r) {
+    for (int i = 1; i < r->npeers; i++) {
+        const rr_peer_t *a = &r->peers[0], *b = &r->peers[i];
+        int n = a->ncalls < b->ncalls ? a->ncalls : b->ncalls;
+        for (int k = 0; k < n; k++)
+            if (strcmp(a->calls[k], b->calls[k]) != 0) {
+                fprintf(stderr, "restart: call %d differs: peer 0 \"%s\", peer %d \"%s\"\n", k, a->calls[k], i, b->calls[k]);
+                return false;
+            }
+        if (a->ncalls != b->ncalls) {
+            const rr_peer_t *more = a->ncalls > b->ncalls ? a : b;
+            fprintf(stderr, "restart: peer 0 made %d calls, peer %d %d; the first extra: \"%s\"\n", a->ncalls, i,
+                    b->ncalls, more->calls[n]);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool rr_succeeded(const rr_run_t *r, int peer, int step, const char *call, int k) {
+    const rr_peer_t *p = &r->peers[peer];
+    for (int i = 0; i < p->ncalls; i++) {
+        unsigned s;
+        char c[16], res[8];
+        if (sscanf(p->calls[i], "%u %15s %7s", &s, c, res) == 3 && (int) s == step && strcmp(c, call) == 0 && k-- == 0)
+            return strcmp(res, "ok") == 0;
+    }
+    return false;
+}
+
+void rr_dump(const rr_run_t *r) {
+    for (int i = 0; i < r->npeers; i++) {
+        const rr_peer_t *p = &r->peers[i];
+        for (int k = p->nrecent > RR_KEEP ? p->nrecent - RR_KEEP : 0; k < p->nrecent; k++)
+            fprintf(stderr, "restart: peer %d said: %s\n", i, p->recent[k % RR_KEEP]);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "tail -n 30 %s 1>&2", r->log);
+    if (system(cmd) != 0) fprintf(stderr, "restart: no master log\n");
+}
+
+void rr_stop(rr_run_t *r) {
+    for (int i = 0; i < r->npeers; i++) {
+        h_kill(&r->peers[i].proc, SIGKILL);
+        h_wait(&r->peers[i].proc, 5000);
+        free(r->peers[i].calls);
+        r->peers[i].calls = NULL;
+    }
+    h_kill(&r->master, SIGKILL);
+    h_wait(&r->master, 5000);
+}

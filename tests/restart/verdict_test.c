@@ -1,0 +1,112 @@
+/* verdict_test MASTER PEER: a master that dies at the worst moment never splits a step (issue 29;
+ * docs/group-state-machine.md, "When the master dies"). Four restart_peer processes; the master
+ * ends itself with the PCCL_MASTER_TEST_DIE hook between two members' packets and is restarted on
+ * its port; every peer must then make the same calls, all succeeding or all failing, and
+ * every success must leave the same bytes:
+ *   1. DONE of the first all-reduce sent to two members: all four succeed (the other two learn
+ *      from the restarted master that it knows nothing, and their completed rings decide);
+ *   2. COMMENCE sent to two members: all four fail alike, nobody hangs (the two without it break their links, so the two rings that started fail);
+ *   3. the shared-state DONE sent to two members: all four syncs succeed;
+ *   4. a live member not left out: two members are stopped while the master restarts and come
+ *      back 150 ms after the other two rejoined: no step runs without them. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/restart/restart_run.h"
+
+#define PEERS 4
+#define STEPS 5
+
+static const char *master_bin, *peer_bin, *dir;
+
+static bool begin(rr_run_t *r, const char *die) {
+    memset(r, 0, sizeof *r);
+    r->master_bin = master_bin, r->peer_bin = peer_bin, r->dir = dir;
+    return rr_start_master(r, die) && rr_start_peers(r, PEERS, STEPS);
+}
+
+/* The hook ended the master: restart it on its port. */
+static bool restart_after_hook(rr_run_t *r) {
+    int rc = h_wait(&r->master, 30000);
+    if (rc != 137) {
+        fprintf(stderr, "verdict: the master's test hook did not end it (exit %d)\n", rc);
+        rr_dump(r);
+        return false;
+    }
+    rr_pump(r, 300, NULL, -1, 0);
+    return rr_start_master(r, NULL);
+}
+
+/* Every peer's first call `call` succeeded (want) or failed. */
+static bool first_result(const rr_run_t *r, const char *call, bool want) {
+    for (int i = 0; i < PEERS; i++)
+        if (rr_succeeded(r, i, 0, call, 0) != want) {
+            fprintf(stderr, "verdict: peer %d's first %s %s\n", i, call, want ? "failed" : "succeeded");
+            return false;
+        }
+    return true;
+}
+
+static int hook_case(const char *name, const char *die, const char *call, bool want) {
+    rr_run_t r;
+    int64_t t0 = rr_now_ms();
+    bool ok = begin(&r, die) && restart_after_hook(&r);
+    int64_t restarted = rr_now_ms();
+    ok = ok && rr_finish(&r, 60000) && rr_same_calls(&r) && first_result(&r, call, want);
+    printf("verdict: %s: %s (master restarted %lld ms after the start, the peers done %lld ms later)\n", name,
+           ok ? "every peer alike" : "FAILED", (long long) (restarted - t0), (long long) (rr_now_ms() - restarted));
+    if (!ok) rr_dump(&r);
+    rr_stop(&r);
+    return ok ? 0 : 1;
+}
+
+/* Every call of every peer ran with the whole group. */
+static bool whole_group(const rr_run_t *r) {
+    for (int i = 0; i < PEERS; i++)
+        for (int k = 0; k < r->peers[i].ncalls; k++) {
+            int world = 0;
+            if (sscanf(r->peers[i].calls[k], "%*u %*s %*s %d", &world) == 1 && world != PEERS) {
+                fprintf(stderr, "verdict: peer %d ran \"%s\" without the whole group\n", i, r->peers[i].calls[k]);
+                return false;
+            }
+        }
+    return true;
+}
+
+static int left_out_case(void) {
+    rr_run_t r;
+    bool ok = begin(&r, NULL) && rr_pump(&r, 60000, "step ", 0, 2) >= 0;
+    if (ok) {
+        h_kill(&r.peers[2].proc, SIGSTOP);
+        h_kill(&r.peers[3].proc, SIGSTOP);
+        h_kill(&r.master, SIGKILL);
+        h_wait(&r.master, 5000);
+        rr_pump(&r, 300, NULL, -1, 0);
+        ok = rr_start_master(&r, NULL) && h_await_log(r.log, "rejoined", 2, 20000);
+        rr_pump(&r, 150, NULL, -1, 0);
+        h_kill(&r.peers[2].proc, SIGCONT);
+        h_kill(&r.peers[3].proc, SIGCONT);
+    }
+    ok = ok && rr_finish(&r, 60000) && rr_same_calls(&r) && whole_group(&r);
+    printf("verdict: left out: %s\n", ok ? "every step ran with all four" : "FAILED");
+    if (!ok) rr_dump(&r);
+    rr_stop(&r);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    master_bin = argv[1];
+    peer_bin = argv[2];
+    dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+    h_init(300);
+    int bad = 0;
+    bad += hook_case("DONE to two of four", "M2C_COLLECTIVE_DONE:2", "allreduce", true);
+    bad += hook_case("COMMENCE to two of four", "M2C_COLLECTIVE_COMMENCE:2", "allreduce", false);
+    bad += hook_case("sync DONE to two of four", "M2C_SHARED_STATE_DONE:2", "sync", true);
+    bad += left_out_case();
+    return bad ? 1 : 0;
+}
