@@ -267,6 +267,32 @@ static pcclResult_t sync_profiled(pcclComm_t *comm, pcclSharedState_t *state, pc
     return r;
 }
 
+/* Our part of the sync of revision `elected` went well, but the master link broke before its
+ * DONE. Whether the sync stands is asked of the master we reconnect to: it stands only if every
+ * member got the election's RESULT (a master killed between two members' RESULTs left some
+ * without it, and they failed); a restarted master knows from what the members report in their
+ * REJOINs. Then our receivers are served to the end. With no master to ask (gone for good), our
+ * own outcome stands. docs/group-state-machine.md, "When the master dies". */
+static pcclResult_t verdict_without_done(pcclComm_t *comm, uint64_t elected) {
+    ccoip_packet_t q, r;
+    memset(&q, 0, sizeof q);
+    q.type = CCOIP_PKT_C2M_SHARED_STATE_QUERY;
+    q.u.ss_query.revision = elected;
+    if (ccoip_link_send(comm, &q) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false)) {
+        bool stands = r.u.ss_master_done.status == CCOIP_RESULT_OK;
+        ccoip_packet_free(&r);
+        if (!stands) {
+            LOG_WARN(MOD, FN ": the master died before every member had the election of revision %llu: the sync "
+                          "fails on every member", (unsigned long long) elected);
+            return pcclMasterConnectionFailed;
+        }
+    } else if (atomic_load(&comm->stopping)) {
+        return pcclMasterConnectionFailed;
+    }
+    if (!ccoip_ss_serve_drain(comm)) LOG_WARN(MOD, FN ": the master link broke and a receiver did not finish fetching from us");
+    return pcclSuccess;
+}
+
 /* The sync itself, one at a time per communicator (ss_busy held). */
 static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
                                pcclSharedStateSyncInfo_t *info_out) {
@@ -316,6 +342,7 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
     bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r, true);
     uint64_t elected = 0;
     if (!link_ok) {
+        LOG_WARN(MOD, FN ": the master link broke before the election's RESULT came: nothing synced");
         res = pcclMasterConnectionFailed;
     } else {
         const ccoip_ss_result_t *result = &r.u.ss_result;
@@ -335,11 +362,7 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
         p.type = CCOIP_PKT_C2M_SHARED_STATE_DONE;
         p.u.ss_done.ok = res == pcclSuccess;
         if (!no_report && (ccoip_link_send_more(comm, &p) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))) {
-            /* The master link broke after the election: our outcome is ours (we hold the elected
-             * content), but receivers may still be fetching from us: serve them to the end. */
-            if (res == pcclSuccess && !ccoip_ss_serve_drain(comm))
-                LOG_WARN(MOD, FN ": the master link broke and a receiver did not finish fetching from us");
-            if (res == pcclSuccess && atomic_load(&comm->stopping)) res = pcclMasterConnectionFailed;
+            if (res == pcclSuccess) res = verdict_without_done(comm, elected);
         } else if (!no_report) {
             ccoip_packet_free(&r);
         }

@@ -419,8 +419,66 @@ static void evaluate(ccoip_master_state_t *st, uint32_t group) {
         done += phase_of(c) == SS_DONE;
     }
     if (members == 0) return;
-    if (waiting == members) elect(st, group);
+    /* After a restart, not before the members named as ring successors are back (or the grace is
+     * over): the two that rejoined first must not sync without the other two (issue 29, 3). */
+    if (waiting == members && !ccoip_mstate_awaiting_rejoins(st)) elect(st, group);
     else if (done > 0 && answered == 0) finish(st, group);
+}
+
+/* Whether member m holds the election of revision rev: answered in this master's sync, synced
+ * at or past it, or (rejoined) got its RESULT from the master before. */
+static bool got_result(const ccoip_mclient_t *m, uint64_t rev) {
+    const ccoip_mss_t *s = m->ss;
+    if (m->has_result && m->result_rev >= rev) return true;
+    if (s == NULL) return false;
+    return ((s->phase == SS_ANSWERED || s->phase == SS_DONE) && s->adopt >= rev) || (s->has_rev && s->last_rev >= rev);
+}
+
+/* The sync of a querying member succeeds only if every member of its group got the election's
+ * RESULT: then no member failed for want of it, and a master that died between two members'
+ * DONEs told the rest success. A member without it failed its call (pcclMasterConnectionFailed),
+ * so the queriers fail too. Decided once the members are back (the rejoin grace). */
+static void answer_queries(ccoip_master_state_t *st) {
+    if (ccoip_mstate_awaiting_rejoins(st)) return;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!c->querying) continue;
+        bool all = true;
+        for (size_t k = 0; k < st->nclients && all; k++)
+            if (is_member(st->clients[k], c->peer_group)) all = got_result(st->clients[k], c->query_rev);
+        LOG_INFO(MOD, "%s asked whether every member got the election of revision %llu: %s", c->name,
+                 (unsigned long long) c->query_rev, all ? "yes, its sync stands" : "no, its sync fails");
+        /* It stands: every member holds that revision now (the revision rule goes on from it). */
+        for (size_t k = 0; k < st->nclients && all; k++) {
+            ccoip_mclient_t *m = st->clients[k];
+            bool behind = m->ss == NULL || !m->ss->has_rev || m->ss->last_rev < c->query_rev;
+            if (is_member(m, c->peer_group) && behind) ccoip_mss_restore(st, m, c->query_rev);
+        }
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_DONE;
+        p.u.ss_master_done.status = all ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED;
+        c->querying = false;
+        send_to(st, c, &p);
+    }
+}
+
+void ccoip_mss_on_query(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_query_t *q) {
+    c->querying = true;
+    c->query_rev = q->revision;
+    answer_queries(st);
+}
+
+void ccoip_mss_evaluate_all(ccoip_master_state_t *st) {
+    answer_queries(st);
+    uint32_t groups[64]; /* first, since an election may kick members out of the table */
+    size_t n = 0;
+    for (size_t i = 0; i < st->nclients && n < 64; i++) {
+        bool seen = phase_of(st->clients[i]) != SS_WAITING;
+        for (size_t k = 0; k < n && !seen; k++) seen = groups[k] == st->clients[i]->peer_group;
+        if (!seen) groups[n++] = st->clients[i]->peer_group;
+    }
+    for (size_t k = 0; k < n; k++) evaluate(st, groups[k]);
 }
 
 /* RESULT(stale) to c alone, which stays idle: a member of its group is in a vote, so the sync

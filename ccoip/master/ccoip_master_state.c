@@ -364,7 +364,7 @@ static void refuse_round_votes(ccoip_master_state_t *st) {
 /* After a restart, whether a round should wait: a member reported a ring successor that has not
  * rejoined yet, and the grace since the first REJOIN is not over (issue 29, 3: two members must
  * not run a step of two while the other two are a few ms from rejoining). */
-static bool awaiting_rejoins(const ccoip_master_state_t *st) {
+bool ccoip_mstate_awaiting_rejoins(const ccoip_master_state_t *st) {
     if (st->first_rejoin_ms == 0 || st->now_ms - st->first_rejoin_ms >= st->opt.rejoin_grace_ms) return false;
     for (size_t i = 0; i < st->nclients; i++) {
         const ccoip_mclient_t *c = st->clients[i];
@@ -431,7 +431,7 @@ static void evaluate(ccoip_master_state_t *st) {
         finish_round(st, ok, "a peer could not connect to its neighbours");
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
-    if (awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
+    if (ccoip_mstate_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
     size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
@@ -697,6 +697,8 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     }
     c->phase = CCOIP_MPHASE_ACCEPTED;
     c->next = rj->next;
+    c->has_result = rj->has_result != 0;
+    c->result_rev = rj->result_rev;
     if (st->first_rejoin_ms == 0) st->first_rejoin_ms = st->now_ms > 0 ? st->now_ms : 1;
     if (rj->round > st->round_floor) st->round_floor = rj->round; /* p2p links tell rounds apart */
     send_join_response(st, c, CCOIP_JOIN_OK);
@@ -714,6 +716,7 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     }
     ccoip_mcoll_refuse_waiting(st, c->peer_group);
     evaluate(st);
+    ccoip_mss_evaluate_all(st); /* syncs and queries held for it go on */
 }
 
 void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms) {
@@ -767,6 +770,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
     case CCOIP_PKT_C2M_COLLECTIVE_ABORT:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
         ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
+        return;
+    case CCOIP_PKT_C2M_SHARED_STATE_QUERY:
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->querying) break;
+        ccoip_mss_on_query(st, c, &p->u.ss_query);
         return;
     case CCOIP_PKT_C2M_COLLECTIVE_QUERY:
         if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
@@ -831,8 +838,9 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
     }
     if (!st->round_active && st->first_rejoin_ms != 0 && !st->grace_over &&
         now_ms - st->first_rejoin_ms >= st->opt.rejoin_grace_ms) {
-        st->grace_over = true; /* votes held for missing successors go on now */
+        st->grace_over = true; /* votes and syncs held for missing successors go on now */
         evaluate(st);
+        ccoip_mss_evaluate_all(st);
     }
     ccoip_mbw_tick(st);
 }

@@ -84,6 +84,10 @@ typedef struct ccoip_mclient_t {
     bool ring_stale; /* its group lost a member since the last topology round */
     ccoip_uuid_t next; /* REJOIN: its ring successor before the master was lost; zero once used */
     ccoip_mss_t *ss; /* shared-state sync: request, phase, last synced revision */
+    bool has_result;    /* REJOIN: it got a sync RESULT from the master before, */
+    uint64_t result_rev; /* electing this revision */
+    bool querying;      /* a C2M_SHARED_STATE_QUERY waits for its answer, */
+    uint64_t query_rev; /* about this revision */
     uint8_t auth_expect[CCOIP_MAC_LEN]; /* PROVING: the MAC its AUTH must carry */
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
@@ -223,6 +227,13 @@ void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group);
 /* Shared state (ccoip_master_shared.c): SYNC and DONE packets, and a client leaving (which also
  * frees its sync state; called for every dropped client, accepted or not). */
 void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req);
+/* Elects the syncs that wait for nothing more (after the rejoin grace held them), and answers the
+ * queries of members whose sync lost its DONE (C2M_SHARED_STATE_QUERY). */
+void ccoip_mss_evaluate_all(ccoip_master_state_t *st);
+void ccoip_mss_on_query(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_query_t *q);
+/* After a restart: a ring successor that a rejoined member named is not back yet, and the grace
+ * (rejoin_grace_ms since the first REJOIN) is not over. Topology rounds and syncs wait. */
+bool ccoip_mstate_awaiting_rejoins(const ccoip_master_state_t *st);
 void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done);
 /* A member's watchdog gave up waiting for the RESULT: the sync ends for the group with TIMEOUT
  * (ignored once the RESULT went out: it crossed the abort). */

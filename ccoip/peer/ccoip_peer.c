@@ -138,18 +138,24 @@ static pcclResult_t send_vote(pcclComm_t *comm, uint16_t type) {
     return ccoip_link_send(comm, &p) == CCOIP_OK ? pcclSuccess : pcclMasterConnectionFailed;
 }
 
+/* A vote whose master died is voted again with the master the link reconnects to: the call
+ * fails with pcclMasterConnectionFailed only when the master is gone for good (the loop's rule,
+ * docs/group-state-machine.md: this code from pcclUpdateTopology ends the communicator). */
 pcclResult_t ccoip_peer_update_topology(pcclComm_t *comm) {
-    if (atomic_load(&comm->master_lost)) return pcclMasterConnectionFailed;
-    pcclResult_t res = send_vote(comm, CCOIP_PKT_C2M_VOTE_ACCEPT);
-    if (res != pcclSuccess) return res;
-    switch (await_round(comm)) {
-    case ROUND_OK: return pcclSuccess;
-    case ROUND_FAILED: return pcclUpdateTopologyFailed;
-    case ROUND_MISMATCH:
-        LOG_ERROR(MOD, "pcclUpdateTopology: other peers called a different collective "
-                       "(pcclArePeersPending, or an all-reduce that gave up waiting for this peer?)");
-        return pcclInvalidUsage;
-    case ROUND_LOST: break;
+    while (!atomic_load(&comm->master_lost) && !atomic_load(&comm->stopping)) {
+        if (send_vote(comm, CCOIP_PKT_C2M_VOTE_ACCEPT) != pcclSuccess) { /* the link went: its state says what next */
+            ccoip_sleep_ms(10);
+            continue;
+        }
+        switch (await_round(comm)) {
+        case ROUND_OK: return pcclSuccess;
+        case ROUND_FAILED: return pcclUpdateTopologyFailed;
+        case ROUND_MISMATCH:
+            LOG_ERROR(MOD, "pcclUpdateTopology: other peers called a different collective "
+                           "(pcclArePeersPending, or an all-reduce that gave up waiting for this peer?)");
+            return pcclInvalidUsage;
+        case ROUND_LOST: LOG_WARN(MOD, "pcclUpdateTopology: the master link broke during the vote; voting again"); break;
+        }
     }
     return pcclMasterConnectionFailed;
 }

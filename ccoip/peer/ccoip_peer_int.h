@@ -146,12 +146,15 @@ struct pcclComm_t {
     _Atomic uint32_t link_epoch;
     int64_t reconnect_ms; /* PCCL_MASTER_RECONNECT_S; 0: a break is for good */
     /* What a REJOIN reports (guarded by mail_lock): the JOIN, the ring successor of the last
-     * round, the last revision synced. */
+     * round, the last revision synced, the last sync RESULT received (noted by the link thread
+     * as it arrives: a restarted master decides a sync from every member's, docs/group-state-machine.md). */
     ccoip_join_t join;
     ccoip_uuid_t ring_next;
     uint64_t round;
     bool has_rev;
     uint64_t last_rev;
+    bool has_result;
+    uint64_t result_rev;
 
     /* Replies for the API thread. `events` is bumped (and woken) on every mailbox push, p2p
      * arrival and link loss: the one word the API thread parks on. */

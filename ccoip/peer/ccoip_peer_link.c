@@ -158,11 +158,11 @@ static ccoip_status_t wait_for(pcclComm_t *comm, bool (*take)(pcclComm_t *, void
     for (;;) {
         /* Read the word before looking: a push after the look changes it and ends the wait. */
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
-        /* A reply that came before the link was lost for good still counts (a kick's RESULT comes
-         * right before its BYE); one awaited across a reconnection never comes. */
-        if (atomic_load(&comm->link_epoch) != tl_epoch || atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
+        /* A reply that came before the link broke still counts (a kick's RESULT comes right before
+         * its BYE; a master may die right after its RESULT); one not here by then never comes. */
+        if (atomic_load(&comm->stopping)) return CCOIP_ERR_CLOSED;
         if (take(comm, out)) return CCOIP_OK;
-        if (atomic_load(&comm->master_lost)) return CCOIP_ERR_CLOSED;
+        if (atomic_load(&comm->link_epoch) != tl_epoch || atomic_load(&comm->master_lost)) return CCOIP_ERR_CLOSED;
         int64_t timeout_ns = -1;
         if (deadline_ms >= 0) {
             int64_t left = deadline_ms - ccoip_now_ms();
@@ -213,7 +213,8 @@ static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_REJOIN;
     pthread_mutex_lock(&comm->mail_lock);
-    p.u.rejoin = (ccoip_rejoin_t){comm->join, comm->ring_next, comm->round, comm->has_rev, comm->last_rev};
+    p.u.rejoin = (ccoip_rejoin_t){comm->join,     comm->ring_next,  comm->round,     comm->has_rev,
+                                  comm->last_rev, comm->has_result, comm->result_rev};
     pthread_mutex_unlock(&comm->mail_lock);
     st = ccoip_conn_send(fd, &p);
     ccoip_packet_t r;
@@ -256,10 +257,8 @@ static bool relink(pcclComm_t *comm, const char *why) {
              (long long) (comm->reconnect_ms / 1000));
     atomic_store(&comm->master_down, true);
     atomic_fetch_add(&comm->link_epoch, 1); /* replies awaited now will never come */
-    ccoip_packet_t stale;
-    while (mail_pop(comm, &stale)) ccoip_packet_free(&stale);
-    ccoip_pending_result_t gone;
-    pending_pop(comm, &gone);
+    /* Replies that came before the break stay in the mailbox: they are the old master's word (a
+     * sync's RESULT read late must still count, or one member fails a sync the others passed). */
     wake_callers(comm, true);
     ccoip_peer_notify(comm);
     pthread_mutex_lock(&comm->send_lock);
@@ -328,9 +327,14 @@ static void *link_main(void *arg) {
         if (st == CCOIP_ERR_CLOSED) break; /* woken to stop */
         if (ccoip_now_ms() >= next_beat) {
             if (ccoip_link_send(comm, &beat) != CCOIP_OK) {
-                if (!relink(comm, "heartbeat could not be sent")) break;
-                next_beat = ccoip_now_ms();
-                continue;
+                /* What the master sent before it went is still to be read (a RESULT a sync waits
+                 * for): read on, and reconnect when the reading fails. */
+                if (st != CCOIP_OK) st = ccoip_sock_wait(comm->master_fd, -1, 0);
+                if (st != CCOIP_OK) {
+                    if (!relink(comm, "heartbeat could not be sent")) break;
+                    next_beat = ccoip_now_ms();
+                    continue;
+                }
             }
             next_beat += HEARTBEAT_MS;
         }
@@ -375,6 +379,12 @@ static void *link_main(void *arg) {
         case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
         case CCOIP_PKT_M2C_SHARED_STATE_DONE:
         case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
+            if (p.type == CCOIP_PKT_M2C_SHARED_STATE_RESULT && p.u.ss_result.status == CCOIP_SS_OK) {
+                pthread_mutex_lock(&comm->mail_lock);
+                comm->has_result = true;
+                comm->result_rev = p.u.ss_result.revision;
+                pthread_mutex_unlock(&comm->mail_lock);
+            }
             if (!mail_push(comm, &p)) {
                 ccoip_packet_free(&p);
                 link_lost(comm, "the master sent more replies than were asked for", false);

@@ -91,7 +91,9 @@ static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_j
                                       U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port)};
 static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
 static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout), UUID(ccoip_rejoin_t, next),
-                                        U64(ccoip_rejoin_t, round),                                        U8R(ccoip_rejoin_t, has_rev, 0, 1), U64(ccoip_rejoin_t, last_rev)};
+                                        U64(ccoip_rejoin_t, round), U8R(ccoip_rejoin_t, has_rev, 0, 1),
+                                        U64(ccoip_rejoin_t, last_rev), U8R(ccoip_rejoin_t, has_result, 0, 1),
+                                        U64(ccoip_rejoin_t, result_rev)};
 static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 4)};
 static const field_t fp_entry_fields[] = {NAME(ccoip_fp_entry_t, name, 1, 23), U64(ccoip_fp_entry_t, hash)};
 static const layout_t fp_entry_layout = {0, "fingerprint entry", sizeof(ccoip_fp_entry_t), fp_entry_fields,
@@ -126,7 +128,7 @@ static const field_t collective_commence_fields[] = {
     U32(ccoip_collective_commence_t, rank), U32(ccoip_collective_commence_t, world),
     U32(ccoip_collective_commence_t, running)};
 static const field_t collective_done_fields[] = {U64(ccoip_collective_done_t, tag),
-                                                 U8R(ccoip_collective_done_t, status, 0, 3)};
+                                                 U8R(ccoip_collective_done_t, status, 0, CCOIP_RESULT_UNKNOWN)};
 
 /* Shared state (pcclSynchronizeSharedState). */
 static const field_t ss_tensor_fields[] = {
@@ -138,6 +140,7 @@ static const layout_t ss_tensor_layout = {0, "tensor", sizeof(ccoip_ss_tensor_t)
 static const field_t ss_sync_fields[] = {
     U64(ccoip_ss_sync_t, revision), U8R(ccoip_ss_sync_t, strategy, 0, 2),
     LIST(ccoip_ss_sync_t, tensors, count, CCOIP_MAX_SS_TENSORS, ss_tensor_layout)};
+static const field_t ss_query_fields[] = {U64(ccoip_ss_query_t, revision)};
 static const field_t ss_done_fields[] = {U8R(ccoip_ss_done_t, ok, 0, 1)};
 static const field_t ss_fetch_fields[] = {
     NAME(ccoip_ss_fetch_t, name, 1, CCOIP_MAX_SS_NAME), U8R(ccoip_ss_fetch_t, hash_kind, 0, 1),
@@ -218,6 +221,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_SYNC, "C2M_SHARED_STATE_SYNC", ss_sync_fields, 0),
     PACKET(CCOIP_PKT_C2M_SHARED_STATE_DONE, "C2M_SHARED_STATE_DONE", ss_done_fields, 0),
     EMPTY(CCOIP_PKT_C2M_SHARED_STATE_ABORT, "C2M_SHARED_STATE_ABORT"),
+    PACKET(CCOIP_PKT_C2M_SHARED_STATE_QUERY, "C2M_SHARED_STATE_QUERY", ss_query_fields, 0),
     PACKET(CCOIP_PKT_M2C_SHARED_STATE_RESULT, "M2C_SHARED_STATE_RESULT", ss_result_fields, 0),
     PACKET(CCOIP_PKT_M2C_SHARED_STATE_DONE, "M2C_SHARED_STATE_DONE", ss_master_done_fields, 0),
     PACKET(CCOIP_PKT_SS_REQUEST, "SS_REQUEST", ss_request_fields, 0),

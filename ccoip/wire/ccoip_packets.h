@@ -40,7 +40,9 @@
  *    version 7 picked by each side's own CPU (two sides of different CPUs could disagree), and a
  *    version-7 decoder refuses the new flag bits
  * 9: C2M_COLLECTIVE_QUERY and CCOIP_RESULT_UNKNOWN: a collective whose master link broke before
- *    its DONE asks the master it reconnects to for the verdict (docs/group-state-machine.md) */
+ *    its DONE asks the master it reconnects to for the verdict; C2M_SHARED_STATE_QUERY and
+ *    REJOIN's result_rev: the same for a sync, which a restarted master decides from what the
+ *    members report (docs/group-state-machine.md) */
 #define CCOIP_PROTOCOL_VERSION 9u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -69,6 +71,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_SHARED_STATE_SYNC = 0x0120,   /* revision, strategy, name -> hash list */
     CCOIP_PKT_C2M_SHARED_STATE_DONE = 0x0121,   /* this peer's transfers are over (ok or not) */
     CCOIP_PKT_C2M_SHARED_STATE_ABORT = 0x0122,  /* its watchdog: no RESULT within the collective timeout */
+    CCOIP_PKT_C2M_SHARED_STATE_QUERY = 0x0123,  /* after a reconnection: did every member get RESULT? (a DONE) */
     CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY = 0x0130,   /* pcclOptimizeTopology: the vote */
     CCOIP_PKT_C2M_BANDWIDTH_REPORT = 0x0131,    /* the rates measured in one step */
 
@@ -192,7 +195,14 @@ typedef struct ccoip_rejoin_t {
     uint64_t round;    /* that round's number: a new master numbers its rounds above it */
     uint8_t has_rev;   /* it synced shared state successfully before, */
     uint64_t last_rev; /* at this revision */
+    uint8_t has_result;     /* version 9: it got a sync RESULT from the master before, */
+    uint64_t result_rev;    /* electing this revision */
 } ccoip_rejoin_t;
+
+/* C2M_SHARED_STATE_QUERY: the sync of `revision` (its RESULT came, its DONE did not). */
+typedef struct ccoip_ss_query_t {
+    uint64_t revision;
+} ccoip_ss_query_t;
 
 /* The determinism fingerprint (pcclDeterminismFingerprint_t, docs/fingerprint.md). */
 #define CCOIP_MAX_FP_ENTRIES 32
@@ -458,6 +468,7 @@ typedef struct ccoip_packet_t {
         ccoip_topology_result_t topology_result;
         ccoip_pending_result_t pending_result;
         ccoip_world_update_t world_update;
+        ccoip_ss_query_t ss_query;
         ccoip_collective_abort_t collective_abort;
         ccoip_collective_init_t collective_init;
         ccoip_collective_complete_t collective_complete;

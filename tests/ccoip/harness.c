@@ -204,6 +204,15 @@ void h_kill(h_proc_t *p, int sig) {
     if (p->pid > 0) kill(p->pid, sig);
 }
 
+static int reaped(h_proc_t *p, int status) {
+    for (int i = 0; i < nchildren; i++)
+        if (children[i] == p->pid) children[i] = 0;
+    p->pid = 0;
+    close(p->in_fd);
+    close(p->out_fd);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 int h_wait(h_proc_t *p, int timeout_ms) {
     if (p->pid <= 0) return -1;
     long deadline = now_ms() + timeout_ms;
@@ -218,12 +227,14 @@ int h_wait(h_proc_t *p, int timeout_ms) {
         }
         usleep(10000);
     }
-    for (int i = 0; i < nchildren; i++)
-        if (children[i] == p->pid) children[i] = 0;
-    p->pid = 0;
-    close(p->in_fd);
-    close(p->out_fd);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return reaped(p, status);
+}
+
+bool h_exited(h_proc_t *p, int *code) {
+    int status = 0;
+    if (p->pid <= 0 || waitpid(p->pid, &status, WNOHANG) != p->pid) return false;
+    *code = reaped(p, status);
+    return true;
 }
 
 long h_rss_kb(pid_t pid) {

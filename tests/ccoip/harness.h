@@ -56,6 +56,8 @@ bool h_await_log(const char *path, const char *needle, int count, int timeout_ms
 #define H_LOG_PENDING "pending admission"
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */
 int h_wait(h_proc_t *p, int timeout_ms);
+/* Without waiting: true when it has exited (reaped; *code as h_wait returns it). */
+bool h_exited(h_proc_t *p, int *code);
 
 /* A TCP connection to 127.0.0.1:port (blocking), or -1. */
 int h_tcp_connect(int port);

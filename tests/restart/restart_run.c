@@ -55,14 +55,13 @@ static void take_line(rr_peer_t *p, const char *line) {
     int res, world;
     unsigned long long hash;
     if (sscanf(line, "call %u %15s %d %d %llx", &step, call, &res, &world, &hash) == 5 && p->ncalls < RR_MAX_CALLS) {
-        /* Success or failure must agree; which failure may not (a call made just before the
-         * master died fails with pcclMasterConnectionFailed, one made just after it is refused). */
         if (res == 0) snprintf(p->calls[p->ncalls++], sizeof p->calls[0], "%u %s ok %d %016llx", step, call, world, hash);
-        else snprintf(p->calls[p->ncalls++], sizeof p->calls[0], "%u %s failed %d", step, call, world);
+        else snprintf(p->calls[p->ncalls++], sizeof p->calls[0], "%u %s failed %d #%d", step, call, world, res);
     } else if (sscanf(line, "step %u", &step) == 1) {
         p->step = (int) step;
     } else if (strncmp(line, "done ", 5) == 0 || strncmp(line, "gave up", 7) == 0) {
         p->done = true;
+        snprintf(p->end, sizeof p->end, "%.127s", line);
     }
 }
 
@@ -97,19 +96,35 @@ bool rr_finish(rr_run_t *r, int timeout_ms) {
     return false;
 }
 
+/* The k-th successful call of p, or NULL. */
+static const char *nth_ok(const rr_peer_t *p, int k) {
+    for (int i = 0; i < p->ncalls; i++)
+        if (strstr(p->calls[i], " ok ") != NULL && k-- == 0) return p->calls[i];
+    return NULL;
+}
+
+/* A split is a collective that succeeded on one member and failed on another: the one that
+ * failed redoes the step while the others go on, so the successful calls of the members stop
+ * pairing up (a different step, a different hash). Failed attempts that nobody passed (a call
+ * that reached a master killed before it decided anything, retried with the others' next one)
+ * leave no trace in the state: they may differ in number. */
 bool rr_same_calls(const rr_run_t *r) {
     for (int i = 1; i < r->npeers; i++) {
         const rr_peer_t *a = &r->peers[0], *b = &r->peers[i];
-        int n = a->ncalls < b->ncalls ? a->ncalls : b->ncalls;
-        for (int k = 0; k < n; k++)
-            if (strcmp(a->calls[k], b->calls[k]) != 0) {
-                fprintf(stderr, "restart: call %d differs: peer 0 \"%s\", peer %d \"%s\"\n", k, a->calls[k], i, b->calls[k]);
-                return false;
+        for (int k = 0;; k++) {
+            const char *x = nth_ok(a, k), *y = nth_ok(b, k);
+            if (x == NULL && y == NULL) break;
+            if (x != NULL && y != NULL && strcmp(x, y) == 0) continue;
+            fprintf(stderr, "restart: successful call %d differs: peer 0 \"%s\", peer %d \"%s\"\n", k, x ? x : "none", i,
+                    y ? y : "none");
+            for (int w = 0; w < 2; w++) { /* every call of both around it, failed ones too */
+                const rr_peer_t *p = w == 0 ? a : b;
+                const char *at = w == 0 ? x : y;
+                int j = 0;
+                while (j < p->ncalls && p->calls[j] != at) j++;
+                for (int m = j > 6 ? j - 6 : 0; m < j + 3 && m < p->ncalls; m++)
+                    fprintf(stderr, "restart:   peer %d call %d: %s\n", w == 0 ? 0 : i, m, p->calls[m]);
             }
-        if (a->ncalls != b->ncalls) {
-            const rr_peer_t *more = a->ncalls > b->ncalls ? a : b;
-            fprintf(stderr, "restart: peer 0 made %d calls, peer %d %d; the first extra: \"%s\"\n", a->ncalls, i,
-                    b->ncalls, more->calls[n]);
             return false;
         }
     }

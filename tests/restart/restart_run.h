@@ -16,10 +16,11 @@
 
 typedef struct rr_peer_t {
     h_proc_t proc;
-    char (*calls)[80]; /* "STEP CALL ok WORLD HASH" or "STEP CALL failed WORLD" */
+    char (*calls)[80]; /* "STEP CALL ok WORLD HASH" or "STEP CALL failed WORLD #CODE" */
     int ncalls;
     int step;              /* the last "step N" it printed */
     bool done;             /* printed "done" or "gave up" */
+    char end[128];         /* that line */
     char recent[RR_KEEP][128];
     int nrecent;
 } rr_peer_t;
@@ -44,8 +45,8 @@ bool rr_start_peers(rr_run_t *r, int n, int steps);
 int rr_pump(rr_run_t *r, int ms, const char *want, int who, int min);
 /* Pumps until every peer is done; false (after printing their last lines) on timeout. */
 bool rr_finish(rr_run_t *r, int timeout_ms);
-/* True when every peer made the same calls with the same results and bytes; prints the first
- * difference otherwise. */
+/* True when the successful calls of every peer are the same (step, call, world, bytes): no
+ * collective succeeded on one member and failed on another. Prints the first difference. */
 bool rr_same_calls(const rr_run_t *r);
 /* Whether a peer's k-th call named `call` ("sync", "allreduce") at `step` succeeded. */
 bool rr_succeeded(const rr_run_t *r, int peer, int step, const char *call, int k);

@@ -6,8 +6,10 @@
  *   1. DONE of the first all-reduce sent to two members: all four succeed (the other two learn
  *      from the restarted master that it knows nothing, and their completed rings decide);
  *   2. COMMENCE sent to two members: all four fail alike, nobody hangs (the two without it break their links, so the two rings that started fail);
- *   3. the shared-state DONE sent to two members: all four syncs succeed;
- *   4. a live member not left out: two members are stopped while the master restarts and come
+ *   3. the shared-state DONE sent to two members: all four syncs succeed (the restarted master
+ *      hears in the REJOINs that every member got the election);
+ *   4. the shared-state RESULT (the election) sent to two members: all four syncs fail;
+ *   5. a live member not left out: two members are stopped while the master restarts and come
  *      back 150 ms after the other two rejoined: no step runs without them. */
 #include <signal.h>
 #include <stdio.h>
@@ -107,6 +109,7 @@ int main(int argc, char **argv) {
     bad += hook_case("DONE to two of four", "M2C_COLLECTIVE_DONE:2", "allreduce", true);
     bad += hook_case("COMMENCE to two of four", "M2C_COLLECTIVE_COMMENCE:2", "allreduce", false);
     bad += hook_case("sync DONE to two of four", "M2C_SHARED_STATE_DONE:2", "sync", true);
+    bad += hook_case("sync RESULT to two of four", "M2C_SHARED_STATE_RESULT:2", "sync", false);
     bad += left_out_case();
     return bad ? 1 : 0;
 }
