@@ -167,11 +167,17 @@ static void test_round_trips(void) {
     CHECK(b.u.world_update.world.num_groups == 1);
 
     p.type = CCOIP_PKT_C2M_REJOIN;
-    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull};
+    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull, 1, 77};
     round_trip(&p, &b);
     CHECK(b.u.rejoin.join.peer_group == 7 && b.u.rejoin.join.bench_port == 48151 && b.u.rejoin.round == 1234);
     CHECK(memcmp(&b.u.rejoin.next, &p.u.rejoin.next, sizeof p.u.rejoin.next) == 0);
     CHECK(b.u.rejoin.has_rev == 1 && b.u.rejoin.last_rev == 0xfedcba9876543210ull);
+    CHECK(b.u.rejoin.has_result == 1 && b.u.rejoin.result_rev == 77);
+    p.type = CCOIP_PKT_C2M_SHARED_STATE_QUERY;
+    p.u.ss_query.revision = 41;
+    round_trip(&p, &b);
+    CHECK(b.u.ss_query.revision == 41);
+    p.type = CCOIP_PKT_C2M_REJOIN;
     p.u.rejoin.has_rev = 2; /* a flag: 0 or 1 */
     ccoip_writer_t bad;
     ccoip_writer_init(&bad, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
@@ -321,8 +327,11 @@ static void test_collectives(void) {
         round_trip(&p, &b);
         CHECK(b.u.collective_done.status == st);
     }
-    /* A status past TIMEOUT, a bool past 1, a trailing byte after the abort's tag. */
-    uint8_t done[9] = {0, 0, 0, 0, 0, 0, 0, 9, 4};
+    p.u.collective_done = (ccoip_collective_done_t){9, CCOIP_RESULT_UNKNOWN}; /* a QUERY's answer */
+    round_trip(&p, &b);
+    CHECK(b.u.collective_done.status == CCOIP_RESULT_UNKNOWN);
+    /* A status past UNKNOWN (DONE) or TIMEOUT (COMMENCE), a bool past 1, a trailing byte after the abort's tag. */
+    uint8_t done[9] = {0, 0, 0, 0, 0, 0, 0, 9, 5};
     CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_DONE, done, 9) == CCOIP_ERR_INVALID);
     uint8_t commence[21] = {0, 0, 0, 0, 0, 0, 0, 9, 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1};
     CHECK(decode_bytes(CCOIP_PKT_M2C_COLLECTIVE_COMMENCE, commence, 21) == CCOIP_ERR_INVALID);
