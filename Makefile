@@ -58,7 +58,10 @@ chaos: build
 	@peer=$$($(BAZEL) info bazel-bin)/tests/chaos/chaos_peer; \
 	for s in $(CHAOS_SEEDS); do /usr/bin/python3 -B tests/chaos/chaos.py --master build/bin/pccl-master \
 		--peer $$peer --peers 8 --steps 500 --seed $$s --state-floats 4194304 \
-		--reduce-floats 1048576 --fault-every 10 --stop-max-s 5 --hang-s 120 || exit 1; done
+		--reduce-floats 1048576 --fault-every 10 --stop-max-s 5 --hang-s 120 --master-kills || exit 1; done
+	@# The master restart soak with more kills than the test's 40 (issue 29).
+	@$(BAZEL) build //tests/restart:soak_test
+	@bin=$$($(BAZEL) info bazel-bin); $$bin/tests/restart/soak_test build/bin/pccl-master $$bin/tests/restart/restart_peer 200 800
 
 fuzz: deps
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} $(BAZEL) run //tests/ccoip/fuzz:fuzz

@@ -11,6 +11,8 @@
   kill_transfer  a newcomer comes; once it and every member are in the sync, the oldest member (the
                  distributor of its first tensor) is SIGKILLed 10-80 % of the way through that
                  transfer (--ss-mbps caps the rate, so its length is known)
+  master         (with --master-kills) pccl-master SIGKILLed and restarted on its port 0.1-1 s later
+                 (docs/master-restart.md): the members rejoin it and go on
 
 one fault every --fault-every steps (none in the last 6, so the run can end). After every step each
 peer reports a hash over every byte of its weights with the step, revision and world size: peers
@@ -101,14 +103,25 @@ class Run:
         self.timers = []  # (when, fn)
         self.triggers = []  # (phase word, predicate(peer), fn(peer), expires)
         self.master_died = False
-        self.master_log = os.path.join(self.out, "master.log")
+        self.master_down = False  # killed by us, not yet restarted
+        self.masters = 0
+        if args.master_kills:
+            self.injected["master"] = 0
+        self.port = 0
+        self.start_master()
+
+    def start_master(self):
+        """pccl-master on self.port (any port the first time), its log in master<N>.log."""
+        self.master_log = os.path.join(self.out, "master%d.log" % self.masters)
+        self.masters += 1
         with open(self.master_log, "w") as err:
-            self.master = subprocess.Popen([args.master, "--listen", "127.0.0.1:0", "--log-level", "info"],
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+            self.master = subprocess.Popen([self.args.master, "--listen", "127.0.0.1:%d" % self.port, "--log-level",
+                                            "info"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
         line = self.master.stdout.readline().decode()
         if "listening on" not in line:
             sys.exit("chaos: the master did not start: %r" % line)
         self.port = int(line.strip().rsplit(":", 1)[1])
+        self.master_down = False
 
     def say(self, msg):
         if self.args.verbose:
@@ -133,7 +146,7 @@ class Run:
 
     # --- faults -------------------------------------------------------------------------------
     def fault(self):
-        kind = self.rng.choice(KINDS)
+        kind = self.rng.choice(KINDS + (["master"] if self.args.master_kills else []))
         alive = [p for p in self.peers if not p.exited and not p.killed and not p.done]
         if kind == "join" and len(alive) >= self.args.peers + 2:
             kind = "kill"
@@ -146,6 +159,13 @@ class Run:
         if kind not in ("kill_vote", "kill_transfer"):
             self.count(kind)  # those two count when their moment comes (else as a join)
         getattr(self, "f_" + kind)()
+
+    def f_master(self):
+        self.say("kill the master")
+        self.master_down = True
+        self.master.kill()
+        self.master.wait()
+        self.timers.append((time.monotonic() + self.rng.uniform(0.1, 1.0), self.start_master))
 
     def count(self, kind):
         self.injected[kind] += 1
@@ -297,7 +317,7 @@ class Run:
             for t in [t for t in self.triggers if t[3] <= now]:
                 self.triggers.remove(t)
                 self.count("join")  # its moment never came: the newcomer was a plain joiner
-            if self.master.poll() is not None:
+            if not self.master_down and self.master.poll() is not None:
                 self.master_died = True
                 print("chaos: THE MASTER DIED: exit status %d (see %s)" % (self.master.returncode, self.master_log))
                 return False
@@ -333,7 +353,7 @@ class Run:
             except subprocess.TimeoutExpired:
                 pass
         rc = None
-        if self.master.poll() is None:
+        if not self.master_down and self.master.poll() is None:
             self.master.send_signal(signal.SIGTERM)
             try:
                 rc = self.master.wait(timeout=10)
@@ -358,6 +378,7 @@ def main():
     ap.add_argument("--out", default=None, help="logs, stacks (default: a new temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the logs also when the run passes")
     ap.add_argument("--csv", default=None, help="append name,value,unit rows here")
+    ap.add_argument("--master-kills", action="store_true", help="the master among the faults: killed, restarted")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--style", choices=["readme", "pccl"], default="readme",
                     help="how every peer retries a failed all-reduce: pcclUpdateTopology first (README), or "

@@ -46,10 +46,11 @@ static void say(const char *fmt, ...) {
     fflush(stdout);
 }
 
-/* Results that a peer's death or stall explains; anything else ends the peer. */
+/* Results that a peer's death or stall, or a master restart, explains; anything else ends the
+ * peer (pcclMasterConnectionFailed from pcclUpdateTopology too: the master is gone for good). */
 static bool peer_failure(pcclResult_t r) {
     return r == pcclRankConnectionLost || r == pcclCollectiveTimeout || r == pcclTooFewPeers ||
-           r == pcclUpdateTopologyFailed;
+           r == pcclUpdateTopologyFailed || r == pcclMasterConnectionFailed;
 }
 
 static void fatal(const char *call, pcclResult_t r) {
@@ -114,8 +115,15 @@ int main(int argc, char **argv) {
         .master_address = {.inet = {.protocol = inetIPv4, .ipv4 = {{a, b, c, d}}}, .port = (uint16_t) port}};
     pcclResult_t r;
     if ((r = pcclInit()) != pcclSuccess) fatal("pcclInit", r);
-    if ((r = pcclCreateCommunicator(&params, &comm)) != pcclSuccess) fatal("pcclCreateCommunicator", r);
-    if ((r = pcclConnect(comm)) != pcclSuccess) fatal("pcclConnect", r);
+    /* A newcomer whose master died before it was admitted starts over with a new communicator,
+     * as Python's connect(n_attempts) does (docs/master-restart.md). */
+    for (int attempt = 0;; attempt++) {
+        if ((r = pcclCreateCommunicator(&params, &comm)) != pcclSuccess) fatal("pcclCreateCommunicator", r);
+        if ((r = pcclConnect(comm)) == pcclSuccess) break;
+        if (r != pcclMasterConnectionFailed || attempt == 20) fatal("pcclConnect", r);
+        pcclDestroyCommunicator(comm);
+        sleep_ms(200);
+    }
     say("admitted");
 
     /* A newcomer starts empty: zeros, step 0, revision 0; the sync gives it the group's. */

@@ -1,13 +1,13 @@
-/* soak_test MASTER PEER [KILLS]: the master restart soak of issue 29. Four restart_peer processes
- * train 150 steps (a 4 MiB all-reduce and a shared-state sync each); the master is killed KILLS
- * times (default 40) and restarted on its port 100-300 ms later, at moments chosen in turn:
+/* soak_test MASTER PEER [KILLS [STEPS]]: the master restart soak of issue 29. Four restart_peer
+ * processes train STEPS steps (default 150; a 4 MiB all-reduce and a shared-state sync each); the
+ * master is killed KILLS times (default 40) and restarted on its port 100-300 ms later, at moments chosen in turn:
  *   - SIGKILL 0-2.5 ms after a random peer enters an all-reduce or a sync (before COMMENCE, in
  *     the ring, between its last frame and COMPLETE, during a fetch, as the timing falls);
  *   - SIGKILL at a random moment;
  *   - every third restart arms its PCCL_MASTER_TEST_DIE hook: it ends right after its n-th
  *     COMMENCE, DONE or sync DONE packet (n of 1-6), so between two members' packets.
  * Every peer must make the same calls, all succeeding or all failing, with the same bytes after
- * each success (restart_run.c); every peer ends at step 150 with the same weights; from each
+ * each success (restart_run.c); every peer ends at the last step with the same weights; from each
  * restart, every peer completes a step within 5 s (the recovery times are printed). */
 #include <signal.h>
 #include <stdio.h>
@@ -18,7 +18,6 @@
 #include "tests/restart/restart_run.h"
 
 #define PEERS 4
-#define STEPS 150
 #define HANG_MS 5000
 
 static const char *hooks[] = {"M2C_COLLECTIVE_COMMENCE", "M2C_COLLECTIVE_DONE", "M2C_SHARED_STATE_DONE"};
@@ -65,7 +64,7 @@ static bool recovered(rr_run_t *r, int at, bool *died) {
 
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
-    int kills = argc > 3 ? atoi(argv[3]) : 40;
+    int kills = argc > 3 ? atoi(argv[3]) : 40, steps = argc > 4 ? atoi(argv[4]) : 150;
     setvbuf(stdout, NULL, _IOLBF, 0); /* in order with the peers' log lines */
     srand((unsigned) getpid());
     rr_run_t r;
@@ -73,7 +72,7 @@ int main(int argc, char **argv) {
     r.master_bin = argv[1], r.peer_bin = argv[2];
     r.dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
     h_init(60 + kills * 8);
-    if (!rr_start_master(&r, NULL) || !rr_start_peers(&r, PEERS, STEPS)) return 1;
+    if (!rr_start_master(&r, NULL) || !rr_start_peers(&r, PEERS, steps)) return 1;
     if (rr_pump(&r, 60000, "step ", -1, 1) < 0) return 1;
     int done = 0, bad = 0;
     int64_t worst = 0, total = 0;
