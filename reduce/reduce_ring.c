@@ -490,7 +490,8 @@ static int decode_frame(run_t *r, void *dst, const void *f, const cursor_t *c) {
     size_t elems = c->len / r->g.esz;
     if (reduce_quant_decode(r->dtype, r->qo, dst, f, elems) == REDUCE_OK) return REDUCE_OK;
     LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame at offset %zu (header does not match %zu "
-              "elements of dtype %d)", (unsigned long long) r->p->tag, r->p->rank, r->g.n, c->off, elems, (int) r->dtype);
+              "elements of dtype %d)",
+              (unsigned long long) r->p->tag, r->p->rank, r->g.n, c->off, elems, (int) r->dtype);
     return REDUCE_ELINK;
 }
 
@@ -501,9 +502,10 @@ static int reduce_scatter_recv(run_t *r, lane_t *ln, uint32_t l, const cursor_t 
     size_t elems = c->len / r->g.esz;
     if (r->stage != NULL && !ln->comb && r->stage->input(r->stage->ctx, c->off, c->len) != 0) return REDUCE_ESTAGE;
     if (!r->q.on) {
-        if (!ln->comb)
-            reduce_combine(r->dtype, r->op, r->out + c->off, r->staging[l * r->nst + ln->r_done % r->wl], r->in + c->off,
-                           elems);
+        if (!ln->comb) {
+            const void *landed = r->staging[l * r->nst + ln->r_done % r->wl];
+            reduce_combine(r->dtype, r->op, r->out + c->off, landed, r->in + c->off, elems);
+        }
         r->rx += c->len;
         return REDUCE_OK;
     }

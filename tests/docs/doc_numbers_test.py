@@ -36,7 +36,8 @@ TRACE, CCOIP_H = "profiler/pprof_trace.c", "include/ccoip.h"
 
 SEC, CC, TOP = "docs/security.md", "ccoip/README.md", "README.md"
 AR, FAIL, SS, ENV = "docs/allreduce.md", "docs/failures.md", "docs/shared-state.md", "docs/environment.md"
-MR, TOPOD, STATUS, COMPAT = "docs/master-restart.md", "docs/topology.md", "docs/status-endpoint.md", "docs/pccl-compat.md"
+MR, TOPOD, STATUS = "docs/master-restart.md", "docs/topology.md", "docs/status-endpoint.md"
+COMPAT = "docs/pccl-compat.md"
 MEM, PROF, STREAMS, GSM = "docs/memory.md", "docs/profiler.md", "docs/cuda-streams.md", "docs/group-state-machine.md"
 PLAT = "docs/platforms.md"
 
@@ -189,7 +190,8 @@ CHECKS = [
 
 def defines(text):
     out = {}
-    for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)", srctree.strip_c_comments(text), re.M):
+    pattern = r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*)"
+    for m in re.finditer(pattern, srctree.strip_c_comments(text), re.M):
         out.setdefault(m.group(1), m.group(2).strip())
     return out
 

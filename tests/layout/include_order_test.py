@@ -11,9 +11,10 @@ and tools are not the library) and fails on:
    header of the same name, and the per-platform files (`*_posix.c`, `_linux`, `_darwin`,
    `_win32`, `_none`, `_cuda`) of the module whose header declares what they define
    (`threadpark_linux.c` for threadpark.h, `ccoip_aead_posix.c` for ccoip_auth.h). A header that
-   no such file implements (`ccoip_peer_int.h`, `reduce.h`) is an interface, not a unit. Unit U -> unit V when a file of U includes a header of V ("uses V's
-   header"), or when a file of U uses a function or global that V defines and that a header U
-   includes (also through other headers) declares ("V is the .c behind an included header").
+   no such file implements (`ccoip_peer_int.h`, `reduce.h`) is an interface, not a unit.
+   Unit U -> unit V when a file of U includes a header of V ("uses V's header"), or when a file
+   of U uses a function or global that V defines and that a header U includes (also through
+   other headers) declares ("V is the .c behind an included header").
    Every strongly connected set of two or more units is a circle.
 
 KNOWN_CIRCLES lists, as exact sets, the circles that existed when this test was written; each
