@@ -3,7 +3,7 @@
 #ifndef PCCL_CUDA_FINGERPRINT_H
 #define PCCL_CUDA_FINGERPRINT_H
 
-#include "cuda/cuda_table.h"
+#include "cuda/cuda_types.h"
 #include "pccl.h"
 
 #ifdef __cplusplus

@@ -16,19 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum cuda_status_t {
-    CUDA_OK = 0,
-    CUDA_NO_DEVICE = 1,    /* no driver, no GPU, or the driver is older than the runtime */
-    CUDA_INVALID = 2,      /* a bad argument, e.g. a host pointer where device memory is needed */
-    CUDA_OUT_OF_MEMORY = 3,
-    CUDA_RUNTIME_ERROR = 4 /* anything else; the log line names the cudart call and its error */
-} cuda_status_t;
-
-/* One input of a batch hash: len bytes of device memory at data (NULL allowed when len is 0). */
-typedef struct cuda_hash_item_t {
-    const void *data;
-    size_t len;
-} cuda_hash_item_t;
+#include "cuda/cuda_types.h"
 
 typedef struct cuda_table_t {
     /* Devices visible to this process; CUDA_NO_DEVICE (count 0) when there are none. */

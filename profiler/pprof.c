@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log/log.h"
+#include "profiler/pprof_builtin.h"
 #include "profiler/pprof_os.h"
 
 #define MOD "profiler"

@@ -44,8 +44,4 @@ static inline void pprof_finish(const pprof_t *p, uint32_t type, void *h, uint32
     if (PPROF_ON(p, type)) pprof_finish_slow(p, h, reason, r);
 }
 
-/* Built-in plugins (pprof_trace.c, pprof_stats.c). */
-extern const pcclProfiler_v1_t pprof_trace_plugin;
-extern const pcclProfiler_v1_t pprof_stats_plugin;
-
 #endif /* PCCL_PPROF_H */

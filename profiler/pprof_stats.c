@@ -9,12 +9,13 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "profiler/pprof.h"
+#include "profiler/pprof_builtin.h"
 #include "profiler/pprof_pool.h"
 
 #define NKINDS 20

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "profiler/pprof.h"
+#include "profiler/pprof_builtin.h"
 #include "profiler/pprof_pool.h"
 
 #define MAX_THREADS 256

@@ -206,345 +206,450 @@ typedef struct lane {
     uint64_t n0, rs_recvs, rs_sends, total_recvs, total_sends;
 } lane_t;
 
+/* One call of reduce_ring_allreduce: its plan, staging, requests and progress. It lives on the
+ * caller's stack, so the ring allocates nothing but its staging blocks (from the cache). Lane l
+ * owns request slots [l * wl, (l + 1) * wl) and staging slots [l * nst, (l + 1) * nst). */
+typedef struct run {
+    const reduce_ring_params_t *p;
+    ring_t g;
+    pcclDataType_t dtype;
+    pcclRedOp_t op;
+    const pcclQuantizationOptions_t *qo;
+    const reduce_ring_stage_t *stage;
+    const reduce_ring_probe_t *probe;
+    const char *in; /* sendbuf: only read */
+    char *out;      /* recvbuf */
+    uint32_t L, wl; /* lanes; items in flight per direction in each lane, L * wl <= the window */
+    uint32_t nst, nst_tx; /* per lane: reduce-scatter receive slots, quantized send slots */
+    lane_t lanes[REDUCE_RING_MAX_LANES];
+    uint64_t total_sends, total_recvs;
+    size_t staging_bytes;
+    uint32_t nstaging;
+    void *staging[REDUCE_RING_MAX_WINDOW];
+    qstage_t q;
+    void *qblock;
+    reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
+    size_t slen[REDUCE_RING_MAX_WINDOW];
+    uint64_t tx, rx;
+    void *ph[2];    /* the probe's phase handles: 0 reduce-scatter, 1 all-gather */
+    int ph_open[2]; /* 0 before, 1 while, 2 after the phase */
+    int progressed; /* this loop turn retired, posted or processed something */
+} run_t;
+
+/* ---- plan: the geometry, the lanes and their streams ---- */
+
+static void plan(run_t *r, const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf, size_t count,
+                 pcclDataType_t dtype, pcclRedOp_t op) {
+    size_t esz = reduce_dtype_size(dtype);
+    r->p = p;
+    r->g = (ring_t){.n = p->world_size, .r = p->rank, .count = count, .esz = esz};
+    r->dtype = dtype;
+    r->op = op;
+    r->qo = &p->quantization;
+    r->stage = p->stage;
+    r->probe = p->probe;
+    r->in = sendbuf;
+    r->out = recvbuf;
+    r->q = (qstage_t){.on = r->qo->algorithm != pcclQuantNone};
+    r->qblock = NULL;
+    r->nstaging = 0;
+    size_t sub_bytes = p->subchunk_bytes ? p->subchunk_bytes
+                                         : reduce_ring_default_subchunk(count, esz, r->g.n, r->q.on);
+    r->g.sub_elems = sub_bytes / esz ? sub_bytes / esz : 1;
+    uint32_t window = p->window ? p->window : REDUCE_RING_DEFAULT_WINDOW;
+    r->L = lanes_for(p);
+    r->wl = window / r->L ? window / r->L : 1;
+}
+
+/* Each lane's links and stream lengths. The send stream is step 0's items followed by the
+ * receive stream minus its last step (send k >= n0 forwards receive k - n0); reduce-scatter
+ * receives come first in the receive stream. */
+static void plan_lanes(run_t *r) {
+    const reduce_ring_params_t *p = r->p;
+    const ring_t *g = &r->g;
+    r->total_sends = r->total_recvs = 0;
+    for (uint32_t l = 0; l < r->L; l++) {
+        lane_t *ln = &r->lanes[l];
+        memset(ln, 0, sizeof *ln);
+        ln->next = r->L > 1 ? p->next_lanes[l] : p->next;
+        ln->prev = r->L > 1 ? p->prev_lanes[l] : p->prev;
+        /* Quantized frames, and staged buffers whose input comes late, keep the staging path. */
+        ln->comb = !r->q.on && (r->stage == NULL || r->stage->early_input) &&
+                   ln->prev.ops->post_recv_combine != NULL;
+        ln->n0 = ln->rs_sends = lane_share(nsub_of(g, chunk_at(g, 1, 0)), l, r->L);
+        uint64_t k = 0;
+        for (uint32_t t = 0; t < steps(g); t++) {
+            k = lane_share(nsub_of(g, chunk_at(g, 2, t)), l, r->L);
+            ln->total_recvs += k;
+            if (t < g->n - 1) ln->rs_recvs += k;
+            if (t + 2 < g->n) ln->rs_sends += k; /* forwarded at step t + 1, still reduce-scatter */
+        }
+        ln->total_sends = ln->n0 + ln->total_recvs - k;
+        r->total_sends += ln->total_sends;
+        r->total_recvs += ln->total_recvs;
+    }
+    /* Lane 0 holds the most items: its counts bound every lane's slots. */
+    r->nst = r->lanes[0].rs_recvs < r->wl ? (uint32_t) r->lanes[0].rs_recvs : r->wl;
+    r->nst_tx = r->lanes[0].n0 + r->lanes[0].rs_recvs < r->wl ? (uint32_t) (r->lanes[0].n0 + r->lanes[0].rs_recvs)
+                                                              : r->wl;
+}
+
+/* The staging: one block per reduce-scatter receive slot of a lane whose link does not combine
+ * (nst per lane); or, quantized, the one block of qstage_t. Nothing is held on failure. */
+static int stage_alloc(run_t *r) {
+    size_t count = r->g.count, n = r->g.n, esz = r->g.esz;
+    size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
+    size_t max_sub_elems = r->g.sub_elems < max_chunk_elems ? r->g.sub_elems : max_chunk_elems;
+    r->staging_bytes = max_sub_elems * esz;
+    if (!r->q.on) {
+        r->nstaging = r->L * r->nst;
+        for (uint32_t i = 0; i < r->nstaging; i++) {
+            int comb = r->lanes[i / r->nst].comb;
+            r->staging[i] = comb ? NULL : reduce_cache_alloc(r->p->cache, r->staging_bytes);
+            if (r->staging[i] == NULL && !comb) {
+                for (uint32_t k = 0; k < i; k++) reduce_cache_free(r->p->cache, r->staging[k]);
+                r->nstaging = 0;
+                return REDUCE_ENOMEM;
+            }
+        }
+        return REDUCE_OK;
+    }
+    qstage_t *q = &r->q;
+    uint64_t nrx = (uint64_t) r->L * r->nst, ntx = (uint64_t) r->L * r->nst_tx;
+    uint64_t nsub_max = (max_chunk_elems + r->g.sub_elems - 1) / r->g.sub_elems;
+    q->stride = round64(reduce_quant_frame_bytes(r->dtype, r->qo, max_sub_elems));
+    size_t ngather = n - 1 >= 2 ? 2 : 1;
+    size_t total = (size_t) (nrx + ntx) * q->stride;
+    if (nsub_max > (SIZE_MAX / 4 - total) / ngather / q->stride) return REDUCE_ENOMEM;
+    q->gather_len = (size_t) nsub_max * q->stride;
+    total += ngather * q->gather_len;
+    size_t off_tx = (size_t) nrx * q->stride, off_gather = (size_t) (nrx + ntx) * q->stride;
+    size_t off_scratch = total;
+    total += round64(r->staging_bytes);
+    r->qblock = reduce_cache_alloc(r->p->cache, total);
+    if (r->qblock == NULL) return REDUCE_ENOMEM;
+    q->rx = r->qblock;
+    q->tx = (char *) r->qblock + off_tx;
+    q->gather = (char *) r->qblock + off_gather;
+    q->scratch = (char *) r->qblock + off_scratch;
+    return REDUCE_OK;
+}
+
+static void start(run_t *r) {
+    for (uint32_t l = 0; l < r->L; l++) {
+        lane_t *ln = &r->lanes[l];
+        cursor_init(&r->g, &ln->spost, 1, l, r->L);
+        cursor_init(&r->g, &ln->rpost, 2, l, r->L);
+        cursor_init(&r->g, &ln->rproc, 2, l, r->L);
+    }
+    r->tx = r->rx = 0;
+    r->ph[0] = r->ph[1] = NULL;
+    r->ph_open[0] = r->ph_open[1] = 0;
+    if (r->probe != NULL) {
+        r->ph[0] = r->probe->begin(r->probe->ctx, 0);
+        r->ph_open[0] = 1;
+    }
+}
+
+/* The trace parent of a request of the phase; the all-gather phase opens with its first one. */
+static void *phase_trace(run_t *r, int gather) {
+    if (r->probe != NULL && gather && r->ph_open[1] == 0) {
+        r->ph[1] = r->probe->begin(r->probe->ctx, 1);
+        r->ph_open[1] = 1;
+    }
+    return r->ph[gather];
+}
+
+/* ---- post: sends and receives, in stream order, within the lane's window ---- */
+
+/* Completed sends leave the window in posting order (a link completes them in order). */
+static int retire_sends(run_t *r, lane_t *ln, uint32_t lw) {
+    while (ln->s_retired < ln->s_posted) {
+        uint32_t st = atomic_load(&r->sreq[lw + ln->s_retired % r->wl].state);
+        if (st == REDUCE_REQ_PENDING) break;
+        if (st != REDUCE_REQ_DONE) return REDUCE_ELINK;
+        r->tx += r->slen[lw + ln->s_retired % r->wl];
+        ln->s_retired++;
+        r->progressed = 1;
+    }
+    return REDUCE_OK;
+}
+
+/* Where receive `c` lands and how long its frame is, or NULL when it must wait. Plain: an
+ * all-gather receive goes straight into recvbuf, but only once the send that read the same
+ * bytes retired (all-gather receive i covers exactly the bytes of send i); a reduce-scatter one
+ * into a staging slot, or into recvbuf when the link combines. Quantized: into a receive slot,
+ * or a gather slot once the send that forwarded that slot two steps earlier retired. */
+static void *recv_dst(run_t *r, const lane_t *ln, uint32_t l, const cursor_t *c, size_t *len) {
+    int gather = c->t >= r->g.n - 1;
+    if (!r->q.on) {
+        if (gather && ln->r_posted - ln->rs_recvs >= ln->s_retired) return NULL;
+        *len = c->len;
+        return gather || ln->comb ? (void *) (r->out + c->off) : r->staging[l * r->nst + ln->r_posted % r->wl];
+    }
+    if (c->t >= r->g.n + 1 && ln->s_retired < gather_need(&r->g, c, ln->r_posted, ln->n0, l, r->L)) return NULL;
+    *len = reduce_quant_frame_bytes(r->dtype, r->qo, c->len / r->g.esz);
+    return gather ? gather_slot(&r->g, &r->q, c->t, c->j) : r->q.rx + (l * r->nst + ln->r_posted % r->wl) * r->q.stride;
+}
+
+/* Receives are posted ahead of the frames, up to wl outstanding, in receive-stream order: the
+ * link matches frames to receives in posting order, and the previous peer sends in that order. */
+static int post_recvs(run_t *r, lane_t *ln, uint32_t l) {
+    const reduce_ring_params_t *p = r->p;
+    while (ln->r_posted < ln->total_recvs && ln->r_posted - ln->r_done < r->wl) {
+        const cursor_t *c = &ln->rpost;
+        int gather = c->t >= r->g.n - 1;
+        size_t len;
+        void *dst = recv_dst(r, ln, l, c, &len);
+        if (dst == NULL) break;
+        /* The link combines against sendbuf as the frame lands: stage it first. */
+        if (ln->comb && !gather && r->stage != NULL && r->stage->input(r->stage->ctx, c->off, len) != 0)
+            return REDUCE_ESTAGE;
+        reduce_req_t *rq = &r->rreq[l * r->wl + ln->r_posted % r->wl];
+        atomic_store(&rq->state, REDUCE_REQ_PENDING);
+        rq->doorbell = p->doorbell;
+        rq->flags = 0;
+        rq->trace = phase_trace(r, gather);
+        rq->stream = (uint32_t) c->j;
+        int prc = ln->comb && !gather
+                      ? ln->prev.ops->post_recv_combine(ln->prev.ctx, p->tag, c->off, r->out + c->off, r->in + c->off,
+                                                        len, r->dtype, r->op, rq)
+                      : ln->prev.ops->post_recv(ln->prev.ctx, p->tag, c->off, dst, len, rq);
+        if (prc != 0) return REDUCE_ELINK;
+        ln->r_posted++;
+        cursor_next(&r->g, &ln->rpost);
+        r->progressed = 1;
+    }
+    return REDUCE_OK;
+}
+
+/* A quantized send's frame: steps 0 .. N-1 encode at post time into a send slot (step 0 from
+ * sendbuf, later reduce-scatter steps the partial in recvbuf, step N-1 the owner's finished
+ * chunk, which the owner then decodes back over its own copy so that it keeps exactly what
+ * every other peer decodes); later all-gather steps forward the gather slot as received. */
+static int quant_frame(run_t *r, const lane_t *ln, uint32_t l, const cursor_t *c, const void **src) {
+    const uint32_t n = r->g.n;
+    size_t elems = c->len / r->g.esz;
+    if (c->t >= n) {
+        *src = gather_slot(&r->g, &r->q, c->t - 1, c->j);
+        return REDUCE_OK;
+    }
+    char *f = r->q.tx + (l * r->nst_tx + ln->s_posted % r->wl) * r->q.stride;
+    reduce_quant_encode(r->dtype, r->qo, f, c->t == 0 ? r->in + c->off : r->out + c->off, elems);
+    if (c->t == n - 1) {
+        reduce_quant_decode(r->dtype, r->qo, r->out + c->off, f, elems);
+        if (r->stage != NULL && r->stage->output(r->stage->ctx, c->off, c->len) != 0) return REDUCE_ESTAGE;
+    }
+    *src = f;
+    return REDUCE_OK;
+}
+
+/* Sends are posted in send-stream order, up to wl outstanding; send k >= n0 forwards receive
+ * k - n0 (same chunk and sub-chunk, one step later), so it waits until that one is processed. */
+static int post_sends(run_t *r, lane_t *ln, uint32_t l) {
+    const reduce_ring_params_t *p = r->p;
+    while (ln->s_posted < ln->total_sends && ln->s_posted - ln->s_retired < r->wl) {
+        if (ln->s_posted >= ln->n0 && ln->s_posted - ln->n0 >= ln->r_done) break;
+        const cursor_t *c = &ln->spost;
+        if (r->stage != NULL && c->t == 0 && r->stage->input(r->stage->ctx, c->off, c->len) != 0)
+            return REDUCE_ESTAGE;
+        const void *src;
+        size_t len;
+        if (!r->q.on) {
+            src = c->t == 0 ? (const void *) (r->in + c->off) : (const void *) (r->out + c->off);
+            len = c->len;
+        } else {
+            len = reduce_quant_frame_bytes(r->dtype, r->qo, c->len / r->g.esz);
+            int rc = quant_frame(r, ln, l, c, &src);
+            if (rc != REDUCE_OK) return rc;
+        }
+        uint32_t slot = l * r->wl + ln->s_posted % r->wl;
+        reduce_req_t *sq = &r->sreq[slot];
+        atomic_store(&sq->state, REDUCE_REQ_PENDING);
+        sq->doorbell = p->doorbell;
+        /* Plain sends read the caller's buffers, and the ring overwrites sent bytes only with the
+         * all-gather of the same range, which reaches us after `next` has read them (the chunk
+         * went round the ring through `next` first): by reference is safe as long as the caller
+         * leaves the buffers alone until every peer has finished. Quantized frames live in slots
+         * the ring reuses, so they are copied. */
+        sq->flags = p->send_by_reference && !r->q.on ? REDUCE_SEND_BY_REFERENCE : 0;
+        r->slen[slot] = len;
+        sq->trace = phase_trace(r, ln->s_posted >= ln->rs_sends);
+        sq->stream = (uint32_t) c->j;
+        if (ln->next.ops->post_send(ln->next.ctx, p->tag, c->off, src, len, sq) != 0) return REDUCE_ELINK;
+        ln->s_posted++;
+        cursor_next(&r->g, &ln->spost);
+        r->progressed = 1;
+    }
+    return REDUCE_OK;
+}
+
+/* ---- progress: one received sub-chunk at a time, in receive order ---- */
+
+static int decode_frame(run_t *r, void *dst, const void *f, const cursor_t *c) {
+    size_t elems = c->len / r->g.esz;
+    if (reduce_quant_decode(r->dtype, r->qo, dst, f, elems) == REDUCE_OK) return REDUCE_OK;
+    LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame at offset %zu (header does not match %zu "
+              "elements of dtype %d)",
+              (unsigned long long) r->p->tag, r->p->rank, r->g.n, c->off, elems, (int) r->dtype);
+    return REDUCE_ELINK;
+}
+
+/* Reduce-scatter: recvbuf = received OP sendbuf over the sub-chunk (the received bytes are the
+ * accumulator), unless the link already combined it as it landed. The partial stays in recvbuf
+ * until the next step forwards it. */
+static int reduce_scatter_recv(run_t *r, lane_t *ln, uint32_t l, const cursor_t *c) {
+    size_t elems = c->len / r->g.esz;
+    if (r->stage != NULL && !ln->comb && r->stage->input(r->stage->ctx, c->off, c->len) != 0) return REDUCE_ESTAGE;
+    if (!r->q.on) {
+        if (!ln->comb) {
+            const void *landed = r->staging[l * r->nst + ln->r_done % r->wl];
+            reduce_combine(r->dtype, r->op, r->out + c->off, landed, r->in + c->off, elems);
+        }
+        r->rx += c->len;
+        return REDUCE_OK;
+    }
+    int rc = decode_frame(r, r->q.scratch, r->q.rx + (l * r->nst + ln->r_done % r->wl) * r->q.stride, c);
+    if (rc != REDUCE_OK) return rc;
+    reduce_combine(r->dtype, r->op, r->out + c->off, r->q.scratch, r->in + c->off, elems);
+    r->rx += reduce_quant_frame_bytes(r->dtype, r->qo, elems);
+    return REDUCE_OK;
+}
+
+/* All-gather: the finished bytes are in recvbuf already (plain), or decoded there from the
+ * gather slot (quantized), which the next step forwards as it is. */
+static int all_gather_recv(run_t *r, const cursor_t *c) {
+    if (!r->q.on) {
+        r->rx += c->len;
+        return REDUCE_OK;
+    }
+    int rc = decode_frame(r, r->out + c->off, gather_slot(&r->g, &r->q, c->t, c->j), c);
+    if (rc == REDUCE_OK) r->rx += reduce_quant_frame_bytes(r->dtype, r->qo, c->len / r->g.esz);
+    return rc;
+}
+
+/* Processes the lane's oldest receive if it completed (*got = 1). At step N-2 the chunk is the
+ * owner's and complete: the Avg division runs right after its last combine, so the all-gather
+ * spreads finished, identical bytes. */
+static int process_recv(run_t *r, lane_t *ln, uint32_t l, int *got) {
+    *got = 0;
+    if (ln->r_done >= ln->r_posted) return REDUCE_OK;
+    uint32_t st = atomic_load(&r->rreq[l * r->wl + ln->r_done % r->wl].state);
+    if (st == REDUCE_REQ_FAILED) return REDUCE_ELINK;
+    if (st != REDUCE_REQ_DONE) return REDUCE_OK;
+    const cursor_t *c = &ln->rproc;
+    const uint32_t n = r->g.n;
+    int rc = c->t < n - 1 ? reduce_scatter_recv(r, ln, l, c) : all_gather_recv(r, c);
+    if (rc != REDUCE_OK) return rc;
+    if (c->t == n - 2) reduce_finish(r->dtype, r->op, r->out + c->off, c->len / r->g.esz, n);
+    /* Final bytes: the owner's chunk after its finish (quantized: once it is decoded back at its
+     * send), every other chunk as the gather delivers it. Lanes report their own sub-chunks, so
+     * ranges come out of offset order. */
+    if (r->stage != NULL && (c->t >= n - 1 || (c->t == n - 2 && !r->q.on)) &&
+        r->stage->output(r->stage->ctx, c->off, c->len) != 0)
+        return REDUCE_ESTAGE;
+    ln->r_done++;
+    cursor_next(&r->g, &ln->rproc);
+    r->progressed = *got = 1;
+    return REDUCE_OK;
+}
+
+/* One lane's share of a loop turn: retire, post, process one receive; after a receive, retire
+ * and post again at once, so that the send it unblocked goes out before the other lanes'
+ * reduces of this turn (the next peer waits for it). */
+static int lane_turn(run_t *r, uint32_t l) {
+    lane_t *ln = &r->lanes[l];
+    for (int reduced = 0;; reduced = 1) {
+        int rc = retire_sends(r, ln, l * r->wl);
+        if (rc == REDUCE_OK) rc = post_recvs(r, ln, l);
+        if (rc == REDUCE_OK) rc = post_sends(r, ln, l);
+        if (rc != REDUCE_OK || reduced) return rc;
+        int got;
+        rc = process_recv(r, ln, l, &got);
+        if (rc != REDUCE_OK || !got) return rc;
+    }
+}
+
+/* Loop turns until every lane's streams are through, the abort flag rises or a link fails;
+ * sleeps on the doorbell when a turn moved nothing. */
+static int progress(run_t *r) {
+    const reduce_ring_params_t *p = r->p;
+    const uint32_t poll_us = p->poll_us ? p->poll_us : REDUCE_RING_DEFAULT_POLL_US;
+    for (;;) {
+        if (p->abort_flag != NULL && atomic_load_explicit(p->abort_flag, memory_order_acquire) != 0)
+            return REDUCE_EABORTED;
+        uint32_t seen = atomic_load(p->doorbell);
+        int rs_left = 0, left = 0;
+        r->progressed = 0;
+        for (uint32_t l = 0; l < r->L; l++) {
+            int rc = lane_turn(r, l);
+            if (rc != REDUCE_OK) return rc;
+            const lane_t *ln = &r->lanes[l];
+            rs_left |= ln->s_retired < ln->rs_sends || ln->r_done < ln->rs_recvs;
+            left |= ln->s_retired < ln->total_sends || ln->r_done < ln->total_recvs;
+        }
+        if (r->probe != NULL && r->ph_open[0] == 1 && !rs_left) {
+            r->probe->end(r->probe->ctx, 0, REDUCE_OK);
+            r->ph_open[0] = 2;
+        }
+        if (!left) return REDUCE_OK;
+        if (!r->progressed) p->prev.ops->wait(p->prev.ctx, p->doorbell, seen, poll_us);
+    }
+}
+
+/* ---- finish ---- */
+
+/* Cancels what a failed ring left with the links, closes the probe's phases, frees the staging.
+ * Nothing may touch our buffers, staging blocks or request structs after we return. */
+static void finish(run_t *r, int rc) {
+    const reduce_ring_params_t *p = r->p;
+    if (rc != REDUCE_OK) {
+        /* next and prev cancel on every stream of their lanes. */
+        p->next.ops->cancel(p->next.ctx, p->tag);
+        p->prev.ops->cancel(p->prev.ctx, p->tag);
+        uint64_t sr = 0, rd = 0;
+        for (uint32_t l = 0; l < r->L; l++) {
+            sr += r->lanes[l].s_retired;
+            rd += r->lanes[l].r_done;
+        }
+        LOG_DEBUG("reduce", "ring tag %llu rank %u/%u: %s after %llu/%llu sends, %llu/%llu receives (%u lanes)",
+                  (unsigned long long) p->tag, p->rank, r->g.n, reduce_strerror(rc), (unsigned long long) sr,
+                  (unsigned long long) r->total_sends, (unsigned long long) rd, (unsigned long long) r->total_recvs,
+                  r->L);
+    }
+    /* After the cancels: no request of the ring is in a link's hands any more. */
+    for (int k = 0; k < 2; k++)
+        if (r->ph_open[k] == 1) r->probe->end(r->probe->ctx, k, rc);
+    for (uint32_t i = 0; i < r->nstaging; i++) reduce_cache_free(p->cache, r->staging[i]);
+    reduce_cache_free(p->cache, r->qblock);
+}
+
+/* A ring of one: the result is the input, staged in and out like any other. */
+static int ring_of_one(const reduce_ring_stage_t *stage, const void *sendbuf, void *recvbuf, size_t bytes) {
+    if (stage != NULL && stage->input(stage->ctx, 0, bytes) != 0) return REDUCE_ESTAGE;
+    if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, bytes);
+    if (stage != NULL && stage->output(stage->ctx, 0, bytes) != 0) return REDUCE_ESTAGE;
+    return REDUCE_OK;
+}
+
 int reduce_ring_allreduce(const reduce_ring_params_t *p, const void *sendbuf, void *recvbuf,
                           size_t count, pcclDataType_t dtype, pcclRedOp_t op,
                           reduce_ring_stats_t *stats) {
     if (stats != NULL) memset(stats, 0, sizeof *stats);
     int rc = check_params(p, sendbuf, recvbuf, count, dtype, op);
+    if (rc != REDUCE_OK || count == 0) return rc;
+    if (p->world_size == 1) return ring_of_one(p->stage, sendbuf, recvbuf, count * reduce_dtype_size(dtype));
+    run_t r;
+    plan(&r, p, sendbuf, recvbuf, count, dtype, op);
+    plan_lanes(&r);
+    rc = stage_alloc(&r);
     if (rc != REDUCE_OK) return rc;
-    size_t esz = reduce_dtype_size(dtype);
-    if (count == 0) return REDUCE_OK;
-    const reduce_ring_stage_t *stage = p->stage;
-    if (p->world_size == 1) {
-        if (stage != NULL && stage->input(stage->ctx, 0, count * esz) != 0) return REDUCE_ESTAGE;
-        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
-        if (stage != NULL && stage->output(stage->ctx, 0, count * esz) != 0) return REDUCE_ESTAGE;
-        return REDUCE_OK;
-    }
-
-    ring_t g = { .n = p->world_size, .r = p->rank, .count = count, .esz = esz };
-    const pcclQuantizationOptions_t *qo = &p->quantization;
-    int q_on = qo->algorithm != pcclQuantNone;
-    size_t sub_bytes = p->subchunk_bytes ? p->subchunk_bytes
-                                         : reduce_ring_default_subchunk(count, esz, g.n, q_on);
-    g.sub_elems = sub_bytes / esz ? sub_bytes / esz : 1;
-    uint32_t window = p->window ? p->window : REDUCE_RING_DEFAULT_WINDOW;
-    uint32_t poll_us = p->poll_us ? p->poll_us : REDUCE_RING_DEFAULT_POLL_US;
-    const uint32_t n = g.n;
-    char *const out = recvbuf;
-    const char *const in = sendbuf;
-    /* L lanes of wl items in flight per direction each; L * wl <= REDUCE_RING_MAX_WINDOW. */
-    const uint32_t L = lanes_for(p);
-    const uint32_t wl = window / L ? window / L : 1;
-
-    /* Stream lengths, per lane: the send stream is step 0's items followed by the receive
-     * stream minus its last step; reduce-scatter receives come first in the receive stream. */
-    lane_t lanes[REDUCE_RING_MAX_LANES];
-    uint64_t total_sends = 0, total_recvs = 0;
-    for (uint32_t l = 0; l < L; l++) {
-        lane_t *ln = &lanes[l];
-        memset(ln, 0, sizeof *ln);
-        ln->next = L > 1 ? p->next_lanes[l] : p->next;
-        ln->prev = L > 1 ? p->prev_lanes[l] : p->prev;
-        /* Quantized frames, and staged buffers whose input comes late, keep the staging path. */
-        ln->comb = !q_on && (stage == NULL || stage->early_input) && ln->prev.ops->post_recv_combine != NULL;
-        ln->n0 = ln->rs_sends = lane_share(nsub_of(&g, chunk_at(&g, 1, 0)), l, L);
-        uint64_t k = 0;
-        for (uint32_t t = 0; t < steps(&g); t++) {
-            k = lane_share(nsub_of(&g, chunk_at(&g, 2, t)), l, L);
-            ln->total_recvs += k;
-            if (t < n - 1) ln->rs_recvs += k;
-            if (t + 2 < n) ln->rs_sends += k; /* forwarded at step t + 1, still reduce-scatter */
-        }
-        ln->total_sends = ln->n0 + ln->total_recvs - k;
-        total_sends += ln->total_sends;
-        total_recvs += ln->total_recvs;
-    }
-
-    /* Staging blocks for reduce-scatter receives, one per window slot that can hold one (nst
-     * per lane, lane l's at [l * nst, (l + 1) * nst); lane 0 holds the most items); or,
-     * quantized, the one block of qstage_t. */
-    size_t max_chunk_elems = count / n + (count % n ? 1 : 0);
-    size_t max_sub_elems = g.sub_elems < max_chunk_elems ? g.sub_elems : max_chunk_elems;
-    size_t staging_bytes = max_sub_elems * esz;
-    uint32_t nstaging = 0;
-    const uint32_t nst = lanes[0].rs_recvs < wl ? (uint32_t) lanes[0].rs_recvs : wl;
-    const uint32_t nst_tx = lanes[0].n0 + lanes[0].rs_recvs < wl ? (uint32_t) (lanes[0].n0 + lanes[0].rs_recvs) : wl;
-    void *staging[REDUCE_RING_MAX_WINDOW];
-    reduce_req_t sreq[REDUCE_RING_MAX_WINDOW], rreq[REDUCE_RING_MAX_WINDOW];
-    size_t slen[REDUCE_RING_MAX_WINDOW];
-    qstage_t q = { .on = q_on };
-    void *qblock = NULL;
-    if (q.on) {
-        uint64_t nrx = (uint64_t) L * nst, ntx = (uint64_t) L * nst_tx;
-        uint64_t nsub_max = (max_chunk_elems + g.sub_elems - 1) / g.sub_elems;
-        q.stride = round64(reduce_quant_frame_bytes(dtype, qo, max_sub_elems));
-        size_t ngather = n - 1 >= 2 ? 2 : 1;
-        size_t total = (size_t) (nrx + ntx) * q.stride;
-        if (nsub_max > (SIZE_MAX / 4 - total) / ngather / q.stride) return REDUCE_ENOMEM;
-        q.gather_len = (size_t) nsub_max * q.stride;
-        total += ngather * q.gather_len;
-        size_t off_tx = (size_t) nrx * q.stride, off_gather = (size_t) (nrx + ntx) * q.stride;
-        size_t off_scratch = total;
-        total += round64(staging_bytes);
-        qblock = reduce_cache_alloc(p->cache, total);
-        if (qblock == NULL) return REDUCE_ENOMEM;
-        q.rx = qblock;
-        q.tx = (char *) qblock + off_tx;
-        q.gather = (char *) qblock + off_gather;
-        q.scratch = (char *) qblock + off_scratch;
-    } else {
-        nstaging = L * nst;
-        for (uint32_t i = 0; i < nstaging; i++) {
-            staging[i] = lanes[i / nst].comb ? NULL : reduce_cache_alloc(p->cache, staging_bytes);
-            if (staging[i] == NULL && !lanes[i / nst].comb) {
-                for (uint32_t k = 0; k < i; k++) reduce_cache_free(p->cache, staging[k]);
-                return REDUCE_ENOMEM;
-            }
-        }
-    }
-
-    for (uint32_t l = 0; l < L; l++) {
-        lane_t *ln = &lanes[l];
-        cursor_init(&g, &ln->spost, 1, l, L);
-        cursor_init(&g, &ln->rpost, 2, l, L);
-        cursor_init(&g, &ln->rproc, 2, l, L);
-    }
-    uint64_t tx = 0, rx = 0;
-    /* Profiling: phase handles; ph_open[k]: 0 before, 1 while, 2 after the phase. */
-    const reduce_ring_probe_t *probe = p->probe;
-    void *ph[2] = {NULL, NULL};
-    int ph_open[2] = {0, 0};
-    if (probe != NULL) {
-        ph[0] = probe->begin(probe->ctx, 0);
-        ph_open[0] = 1;
-    }
-
-    for (;;) {
-        if (p->abort_flag != NULL &&
-            atomic_load_explicit(p->abort_flag, memory_order_acquire) != 0) {
-            rc = REDUCE_EABORTED;
-            break;
-        }
-        uint32_t seen = atomic_load(p->doorbell);
-        int progressed = 0, rs_left = 0, left = 0;
-
-        for (uint32_t l = 0; l < L; l++) {
-            lane_t *ln = &lanes[l];
-            const uint32_t lw = l * wl; /* this lane's request slots: [lw, lw + wl) */
-            int reduced = 0;
-        lane_turn:
-            while (ln->s_retired < ln->s_posted) {
-                uint32_t st = atomic_load(&sreq[lw + ln->s_retired % wl].state);
-                if (st == REDUCE_REQ_PENDING) break;
-                if (st != REDUCE_REQ_DONE) {
-                    rc = REDUCE_ELINK;
-                    goto out;
-                }
-                tx += slen[lw + ln->s_retired % wl];
-                ln->s_retired++;
-                progressed = 1;
-            }
-
-            while (ln->r_posted < ln->total_recvs && ln->r_posted - ln->r_done < wl) {
-                const cursor_t *rpost = &ln->rpost;
-                int gather = rpost->t >= n - 1;
-                void *dst;
-                size_t len;
-                if (!q.on) {
-                    /* All-gather receive i covers the bytes of send i (same chunk and j). */
-                    if (gather && ln->r_posted - ln->rs_recvs >= ln->s_retired) break;
-                    dst = gather || ln->comb ? (void *) (out + rpost->off) : staging[l * nst + ln->r_posted % wl];
-                    len = rpost->len;
-                } else {
-                    if (rpost->t >= n + 1) {
-                        if (ln->s_retired < gather_need(&g, rpost, ln->r_posted, ln->n0, l, L)) break;
-                    }
-                    dst = gather ? gather_slot(&g, &q, rpost->t, rpost->j)
-                                 : q.rx + (l * nst + ln->r_posted % wl) * q.stride;
-                    len = reduce_quant_frame_bytes(dtype, qo, rpost->len / esz);
-                }
-                /* The link combines against sendbuf as the frame lands: stage it first. */
-                if (ln->comb && !gather && stage != NULL && stage->input(stage->ctx, rpost->off, len) != 0) {
-                    rc = REDUCE_ESTAGE;
-                    goto out;
-                }
-                reduce_req_t *rq = &rreq[lw + ln->r_posted % wl];
-                atomic_store(&rq->state, REDUCE_REQ_PENDING);
-                rq->doorbell = p->doorbell;
-                rq->flags = 0;
-                if (probe != NULL && gather && ph_open[1] == 0) {
-                    ph[1] = probe->begin(probe->ctx, 1);
-                    ph_open[1] = 1;
-                }
-                rq->trace = ph[gather];
-                rq->stream = (uint32_t) rpost->j;
-                int prc = ln->comb && !gather
-                              ? ln->prev.ops->post_recv_combine(ln->prev.ctx, p->tag, rpost->off, out + rpost->off,
-                                                                in + rpost->off, len, dtype, op, rq)
-                              : ln->prev.ops->post_recv(ln->prev.ctx, p->tag, rpost->off, dst, len, rq);
-                if (prc != 0) {
-                    rc = REDUCE_ELINK;
-                    goto out;
-                }
-                ln->r_posted++;
-                cursor_next(&g, &ln->rpost);
-                progressed = 1;
-            }
-
-            while (ln->s_posted < ln->total_sends && ln->s_posted - ln->s_retired < wl) {
-                /* Send k >= n0 forwards receive k - n0 (same chunk and j, one step later). */
-                if (ln->s_posted >= ln->n0 && ln->s_posted - ln->n0 >= ln->r_done) break;
-                const cursor_t *spost = &ln->spost;
-                if (stage != NULL && spost->t == 0 &&
-                    stage->input(stage->ctx, spost->off, spost->len) != 0) {
-                    rc = REDUCE_ESTAGE;
-                    goto out;
-                }
-                const void *src;
-                size_t len;
-                if (!q.on) {
-                    src = spost->t == 0 ? (const void *) (in + spost->off)
-                                        : (const void *) (out + spost->off);
-                    len = spost->len;
-                } else {
-                    size_t elems = spost->len / esz;
-                    len = reduce_quant_frame_bytes(dtype, qo, elems);
-                    if (spost->t >= n) {
-                        src = gather_slot(&g, &q, spost->t - 1, spost->j); /* forward as received */
-                    } else {
-                        char *f = q.tx + (l * nst_tx + ln->s_posted % wl) * q.stride;
-                        reduce_quant_encode(dtype, qo, f,
-                                            spost->t == 0 ? in + spost->off : out + spost->off, elems);
-                        /* The owner keeps exactly what every other peer will decode. */
-                        if (spost->t == n - 1) {
-                            reduce_quant_decode(dtype, qo, out + spost->off, f, elems);
-                            if (stage != NULL &&
-                                stage->output(stage->ctx, spost->off, spost->len) != 0) {
-                                rc = REDUCE_ESTAGE;
-                                goto out;
-                            }
-                        }
-                        src = f;
-                    }
-                }
-                reduce_req_t *sq = &sreq[lw + ln->s_posted % wl];
-                atomic_store(&sq->state, REDUCE_REQ_PENDING);
-                sq->doorbell = p->doorbell;
-                /* Plain sends read the caller's buffers, and the ring overwrites sent bytes only
-                 * with the all-gather of the same range, which reaches us after `next` has read
-                 * them (the chunk went round the ring through `next` first): by reference is safe
-                 * as long as the caller leaves the buffers alone until every peer has finished.
-                 * Quantized frames live in slots the ring reuses, so they are copied. */
-                sq->flags = p->send_by_reference && !q.on ? REDUCE_SEND_BY_REFERENCE : 0;
-                slen[lw + ln->s_posted % wl] = len;
-                int sgather = ln->s_posted >= ln->rs_sends;
-                if (probe != NULL && sgather && ph_open[1] == 0) {
-                    ph[1] = probe->begin(probe->ctx, 1);
-                    ph_open[1] = 1;
-                }
-                sq->trace = ph[sgather];
-                sq->stream = (uint32_t) spost->j;
-                if (ln->next.ops->post_send(ln->next.ctx, p->tag, spost->off, src, len, sq) != 0) {
-                    rc = REDUCE_ELINK;
-                    goto out;
-                }
-                ln->s_posted++;
-                cursor_next(&g, &ln->spost);
-                progressed = 1;
-            }
-
-            if (!reduced && ln->r_done < ln->r_posted) {
-                uint32_t st = atomic_load(&rreq[lw + ln->r_done % wl].state);
-                if (st == REDUCE_REQ_FAILED) {
-                    rc = REDUCE_ELINK;
-                    goto out;
-                }
-                if (st == REDUCE_REQ_DONE) {
-                    const cursor_t *rproc = &ln->rproc;
-                    size_t elems = rproc->len / esz;
-                    if (stage != NULL && rproc->t < n - 1 && !ln->comb &&
-                        stage->input(stage->ctx, rproc->off, rproc->len) != 0) {
-                        rc = REDUCE_ESTAGE;
-                        goto out;
-                    }
-                    if (!q.on) {
-                        if (rproc->t < n - 1 && !ln->comb) /* else the link combined it */
-                            reduce_combine(dtype, op, out + rproc->off,
-                                           staging[l * nst + ln->r_done % wl], in + rproc->off, elems);
-                        rx += rproc->len;
-                    } else {
-                        int gather = rproc->t >= n - 1;
-                        const void *f = gather ? gather_slot(&g, &q, rproc->t, rproc->j)
-                                               : q.rx + (l * nst + ln->r_done % wl) * q.stride;
-                        if (reduce_quant_decode(dtype, qo, gather ? out + rproc->off : q.scratch, f,
-                                                elems) != REDUCE_OK) {
-                            LOG_ERROR("reduce", "ring tag %llu rank %u/%u: malformed quantized frame "
-                                      "at offset %zu (header does not match %zu elements of dtype %d)",
-                                      (unsigned long long) p->tag, p->rank, n, rproc->off, elems,
-                                      (int) dtype);
-                            rc = REDUCE_ELINK;
-                            goto out;
-                        }
-                        if (!gather)
-                            reduce_combine(dtype, op, out + rproc->off, q.scratch, in + rproc->off,
-                                           elems);
-                        rx += reduce_quant_frame_bytes(dtype, qo, elems);
-                    }
-                    if (rproc->t == n - 2) reduce_finish(dtype, op, out + rproc->off, elems, n);
-                    /* Final bytes: the owner's chunk after its finish (quantized: once it is
-                     * decoded back at its send, above), every other chunk as the gather delivers
-                     * it. Lanes report their own sub-chunks, so ranges come out of offset order. */
-                    if (stage != NULL && (rproc->t >= n - 1 || (rproc->t == n - 2 && !q.on)) &&
-                        stage->output(stage->ctx, rproc->off, rproc->len) != 0) {
-                        rc = REDUCE_ESTAGE;
-                        goto out;
-                    }
-                    ln->r_done++;
-                    cursor_next(&g, &ln->rproc);
-                    progressed = reduced = 1;
-                    /* Post the send this reduce unblocked now, not after the other lanes'
-                     * reduces of this turn: the next peer waits for it. */
-                    goto lane_turn;
-                }
-            }
-
-            rs_left |= ln->s_retired < ln->rs_sends || ln->r_done < ln->rs_recvs;
-            left |= ln->s_retired < ln->total_sends || ln->r_done < ln->total_recvs;
-        }
-
-        if (probe != NULL && ph_open[0] == 1 && !rs_left) {
-            probe->end(probe->ctx, 0, REDUCE_OK);
-            ph_open[0] = 2;
-        }
-        if (!left) break;
-        if (!progressed) p->prev.ops->wait(p->prev.ctx, p->doorbell, seen, poll_us);
-    }
-
-out:
-    if (rc != REDUCE_OK) {
-        /* Nothing may touch our buffers, staging blocks or request structs after we return.
-         * next and prev cancel on every stream of their lanes. */
-        p->next.ops->cancel(p->next.ctx, p->tag);
-        p->prev.ops->cancel(p->prev.ctx, p->tag);
-        uint64_t sr = 0, rd = 0;
-        for (uint32_t l = 0; l < L; l++) {
-            sr += lanes[l].s_retired;
-            rd += lanes[l].r_done;
-        }
-        LOG_DEBUG("reduce", "ring tag %llu rank %u/%u: %s after %llu/%llu sends, %llu/%llu receives "
-                  "(%u lanes)", (unsigned long long) p->tag, p->rank, n, reduce_strerror(rc),
-                  (unsigned long long) sr, (unsigned long long) total_sends,
-                  (unsigned long long) rd, (unsigned long long) total_recvs, L);
-    }
-    /* After the cancels: no request of the ring is in a link's hands any more. */
-    for (int k = 0; k < 2; k++)
-        if (ph_open[k] == 1) probe->end(probe->ctx, k, rc);
-    for (uint32_t i = 0; i < nstaging; i++) reduce_cache_free(p->cache, staging[i]);
-    reduce_cache_free(p->cache, qblock);
+    start(&r);
+    rc = progress(&r);
+    finish(&r, rc);
     if (stats != NULL) {
-        stats->tx_bytes = tx;
-        stats->rx_bytes = rx;
+        stats->tx_bytes = r.tx;
+        stats->rx_bytes = r.rx;
     }
     return rc;
 }

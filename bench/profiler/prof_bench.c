@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ccoip/peer/ccoip_prof.h"
+#include "profiler/pprof_builtin.h"
 #include "tests/ccoip/harness.h"
 
 #define NCONF 4

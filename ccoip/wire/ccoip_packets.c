@@ -313,121 +313,135 @@ static bool gate_closed(const field_t *f, const uint8_t *base) {
     return v < f->lo;
 }
 
+/* A fixed-size field: read it, check its range (F_U8 / F_U32 with hi > 0: lo..hi; F_FLAGS8:
+ * nonzero, no bit outside hi), store it. Nothing is stored unless the whole field is valid. */
+static ccoip_status_t decode_scalar(const field_t *f, ccoip_reader_t *r, uint8_t *at) {
+    switch (f->kind) {
+    case F_BYTES: return ccoip_read_bytes(r, at, f->hi) ? CCOIP_OK : CCOIP_ERR_TRUNCATED;
+    case F_UUID: return ccoip_read_bytes(r, at, 16) ? CCOIP_OK : CCOIP_ERR_TRUNCATED;
+    case F_U8:
+    case F_FLAGS8: {
+        uint8_t v;
+        if (!ccoip_read_u8(r, &v)) return CCOIP_ERR_TRUNCATED;
+        if (f->kind == F_U8 && f->hi > 0 && (v < f->lo || v > f->hi)) return CCOIP_ERR_INVALID;
+        if (f->kind == F_FLAGS8 && (v == 0 || (v & ~f->hi) != 0)) return CCOIP_ERR_INVALID;
+        *at = v;
+        return CCOIP_OK;
+    }
+    case F_U16: {
+        uint16_t v;
+        if (!ccoip_read_u16(r, &v)) return CCOIP_ERR_TRUNCATED;
+        memcpy(at, &v, sizeof v);
+        return CCOIP_OK;
+    }
+    case F_U32: {
+        uint32_t v;
+        if (!ccoip_read_u32(r, &v)) return CCOIP_ERR_TRUNCATED;
+        if (f->hi > 0 && (v < f->lo || v > f->hi)) return CCOIP_ERR_INVALID;
+        memcpy(at, &v, sizeof v);
+        return CCOIP_OK;
+    }
+    case F_U64: {
+        uint64_t v;
+        if (!ccoip_read_u64(r, &v)) return CCOIP_ERR_TRUNCATED;
+        memcpy(at, &v, sizeof v);
+        return CCOIP_OK;
+    }
+    default: return CCOIP_ERR_INVALID; /* not a scalar: decode_fields dispatches the others */
+    }
+}
+
+/* u8 family (4 or 6), then 4 or 16 address bytes. */
+static ccoip_status_t decode_addr(ccoip_reader_t *r, uint8_t *at) {
+    ccoip_inet_address_t a;
+    uint8_t family;
+    memset(&a, 0, sizeof a);
+    if (!ccoip_read_u8(r, &family)) return CCOIP_ERR_TRUNCATED;
+    if (family == 4) {
+        a.protocol = inetIPv4;
+        if (!ccoip_read_bytes(r, a.ipv4.data, 4)) return CCOIP_ERR_TRUNCATED;
+    } else if (family == 6) {
+        a.protocol = inetIPv6;
+        if (!ccoip_read_bytes(r, a.ipv6.data, 16)) return CCOIP_ERR_TRUNCATED;
+    } else {
+        return CCOIP_ERR_INVALID;
+    }
+    memcpy(at, &a, sizeof a);
+    return CCOIP_OK;
+}
+
+/* u16 length (lo..hi, and no more than the bytes left) then the bytes, no NUL among them; the
+ * struct gets a malloc'd C string, or empty_name for length 0. The pointer is stored before the
+ * NUL check, so that free_fields releases it when that check fails. */
+static ccoip_status_t decode_name(const field_t *f, ccoip_reader_t *r, uint8_t *at) {
+    uint16_t n;
+    if (!ccoip_read_u16(r, &n)) return CCOIP_ERR_TRUNCATED;
+    if (n > f->hi) return CCOIP_ERR_TOO_LARGE;
+    if (n > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
+    if (n < f->lo) return CCOIP_ERR_INVALID;
+    if (n == 0) {
+        char *e = empty_name;
+        memcpy(at, &e, sizeof e);
+        return CCOIP_OK;
+    }
+    char *s = malloc((size_t) n + 1);
+    if (s == NULL) return CCOIP_ERR_NOMEM;
+    ccoip_read_bytes(r, s, n);
+    s[n] = '\0';
+    memcpy(at, &s, sizeof s);
+    return memchr(s, '\0', n) != NULL ? CCOIP_ERR_INVALID : CCOIP_OK;
+}
+
+static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_t *base);
+
+/* u32 count (at most hi, and no more elements than the bytes left could hold: a claimed count
+ * never sizes an allocation by itself), then the elements. The array and the count of decoded
+ * elements are stored as they grow, so free_fields releases exactly what was allocated. */
+static ccoip_status_t decode_list(const field_t *f, ccoip_reader_t *r, uint8_t *base, uint8_t *at) {
+    uint32_t count;
+    if (!ccoip_read_u32(r, &count)) return CCOIP_ERR_TRUNCATED;
+    if (count > f->hi) return CCOIP_ERR_TOO_LARGE;
+    if ((uint64_t) count * min_wire_size(f->sub) > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
+    uint8_t *items = NULL;
+    if (count > 0) {
+        items = calloc(count, f->sub->size);
+        if (items == NULL) return CCOIP_ERR_NOMEM;
+    }
+    memcpy(at, &items, sizeof items);
+    uint32_t zero = 0;
+    memcpy(base + f->count_offset, &zero, sizeof zero);
+    for (uint32_t k = 0; k < count; k++) {
+        ccoip_status_t st = decode_fields(f->sub, r, items + (size_t) k * f->sub->size);
+        if (st != CCOIP_OK) {
+            /* Element k is not counted yet: release what it allocated (names). */
+            free_fields(f->sub, items + (size_t) k * f->sub->size);
+            return st;
+        }
+        uint32_t done = k + 1;
+        memcpy(base + f->count_offset, &done, sizeof done);
+    }
+    return CCOIP_OK;
+}
+
+/* Walks a layout's fields in wire order; the first invalid one ends the decode. A closed
+ * version gate ends it early and successfully: the fields after it are absent. */
 static ccoip_status_t decode_fields(const layout_t *l, ccoip_reader_t *r, uint8_t *base) {
     for (size_t i = 0; i < l->nfields; i++) {
         const field_t *f = &l->fields[i];
         uint8_t *at = base + f->offset;
+        ccoip_status_t st;
         switch (f->kind) {
         case F_GATE:
             if (gate_closed(f, base)) return CCOIP_OK;
+            st = CCOIP_OK;
             break;
-        case F_BYTES:
-            if (!ccoip_read_bytes(r, at, f->hi)) return CCOIP_ERR_TRUNCATED;
-            break;
-        case F_U8: {
-            uint8_t v;
-            if (!ccoip_read_u8(r, &v)) return CCOIP_ERR_TRUNCATED;
-            if (f->hi > 0 && (v < f->lo || v > f->hi)) return CCOIP_ERR_INVALID;
-            *at = v;
-            break;
+        case F_ADDR: st = decode_addr(r, at); break;
+        case F_NAME: st = decode_name(f, r, at); break;
+        case F_STRUCT: st = decode_fields(f->sub, r, at); break;
+        case F_LIST: st = decode_list(f, r, base, at); break;
+        default: st = decode_scalar(f, r, at); break;
         }
-        case F_FLAGS8: {
-            uint8_t v;
-            if (!ccoip_read_u8(r, &v)) return CCOIP_ERR_TRUNCATED;
-            if (v == 0 || (v & ~f->hi) != 0) return CCOIP_ERR_INVALID;
-            *at = v;
-            break;
-        }
-        case F_U16: {
-            uint16_t v;
-            if (!ccoip_read_u16(r, &v)) return CCOIP_ERR_TRUNCATED;
-            memcpy(at, &v, sizeof v);
-            break;
-        }
-        case F_U32: {
-            uint32_t v;
-            if (!ccoip_read_u32(r, &v)) return CCOIP_ERR_TRUNCATED;
-            if (f->hi > 0 && (v < f->lo || v > f->hi)) return CCOIP_ERR_INVALID;
-            memcpy(at, &v, sizeof v);
-            break;
-        }
-        case F_U64: {
-            uint64_t v;
-            if (!ccoip_read_u64(r, &v)) return CCOIP_ERR_TRUNCATED;
-            memcpy(at, &v, sizeof v);
-            break;
-        }
-        case F_UUID:
-            if (!ccoip_read_bytes(r, at, 16)) return CCOIP_ERR_TRUNCATED;
-            break;
-        case F_ADDR: {
-            ccoip_inet_address_t a;
-            uint8_t family;
-            memset(&a, 0, sizeof a);
-            if (!ccoip_read_u8(r, &family)) return CCOIP_ERR_TRUNCATED;
-            if (family == 4) {
-                a.protocol = inetIPv4;
-                if (!ccoip_read_bytes(r, a.ipv4.data, 4)) return CCOIP_ERR_TRUNCATED;
-            } else if (family == 6) {
-                a.protocol = inetIPv6;
-                if (!ccoip_read_bytes(r, a.ipv6.data, 16)) return CCOIP_ERR_TRUNCATED;
-            } else {
-                return CCOIP_ERR_INVALID;
-            }
-            memcpy(at, &a, sizeof a);
-            break;
-        }
-        case F_NAME: {
-            uint16_t n;
-            if (!ccoip_read_u16(r, &n)) return CCOIP_ERR_TRUNCATED;
-            if (n > f->hi) return CCOIP_ERR_TOO_LARGE;
-            if (n > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
-            if (n < f->lo) return CCOIP_ERR_INVALID;
-            if (n == 0) {
-                char *e = empty_name;
-                memcpy(at, &e, sizeof e);
-                break;
-            }
-            char *s = malloc((size_t) n + 1);
-            if (s == NULL) return CCOIP_ERR_NOMEM;
-            ccoip_read_bytes(r, s, n);
-            s[n] = '\0';
-            memcpy(at, &s, sizeof s); /* stored first: free_fields releases it on failure */
-            if (memchr(s, '\0', n) != NULL) return CCOIP_ERR_INVALID;
-            break;
-        }
-        case F_STRUCT: {
-            ccoip_status_t st = decode_fields(f->sub, r, at);
-            if (st != CCOIP_OK) return st;
-            break;
-        }
-        case F_LIST: {
-            uint32_t count;
-            if (!ccoip_read_u32(r, &count)) return CCOIP_ERR_TRUNCATED;
-            if (count > f->hi) return CCOIP_ERR_TOO_LARGE;
-            if ((uint64_t) count * min_wire_size(f->sub) > ccoip_reader_left(r)) return CCOIP_ERR_TRUNCATED;
-            uint8_t *items = NULL;
-            if (count > 0) {
-                items = calloc(count, f->sub->size);
-                if (items == NULL) return CCOIP_ERR_NOMEM;
-            }
-            /* Store before decoding the elements so that free_fields finds them on failure. */
-            memcpy(at, &items, sizeof items);
-            uint32_t zero = 0;
-            memcpy(base + f->count_offset, &zero, sizeof zero);
-            for (uint32_t k = 0; k < count; k++) {
-                ccoip_status_t st = decode_fields(f->sub, r, items + (size_t) k * f->sub->size);
-                if (st != CCOIP_OK) {
-                    /* Element k is not counted yet: release what it allocated (names). */
-                    free_fields(f->sub, items + (size_t) k * f->sub->size);
-                    return st;
-                }
-                uint32_t done = k + 1;
-                memcpy(base + f->count_offset, &done, sizeof done);
-            }
-            break;
-        }
-        }
+        if (st != CCOIP_OK) return st;
     }
     return CCOIP_OK;
 }
