@@ -175,13 +175,19 @@ void ccoip_data_close(pcclComm_t *comm) {
     memset(c->tx_load, 0, sizeof c->tx_load);
     memset(c->rx_load, 0, sizeof c->rx_load);
     c->made = c->retired = false;
+    c->links_gen++;
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Stops every stream from carrying more: called after a failed ring. */
-static void retire(pcclComm_t *comm) {
+/* Stops every stream of the op's topology round from carrying more: called after a failed ring.
+ * Links of a later round (another thread relinked meanwhile) are not the op's to stop. */
+static void retire(pcclComm_t *comm, const ccoip_op_t *op) {
     ccoip_colls_t *c = &comm->colls;
     pthread_mutex_lock(&c->lock);
+    if (c->links_gen != op->links_gen) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
     if (!c->retired) LOG_INFO(MOD, "data links retired until the next pcclUpdateTopology");
     c->retired = true;
     const ccoip_p2p_links_t *l = &comm->p2p.links;
@@ -378,7 +384,7 @@ static void break_uncommenced(pcclComm_t *comm, const ccoip_op_t *op) {
                  (unsigned long long) op->tag, DRAIN_STALL_MS);
     LOG_WARN(MOD, "%s: collective %llu: the master link broke before it commenced; breaking our data links so "
                   "that peers which did start it fail too", op_name(op), (unsigned long long) op->tag);
-    retire(comm);
+    retire(comm, op);
 }
 
 /* The master link broke before our DONE came. Ask the master we reconnect to: a live master (our
@@ -411,6 +417,9 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     const pcclReduceDescriptor_t *d = &op->desc;
     memset(&op->info, 0, sizeof op->info);
     op->epoch = atomic_load(&comm->round_epoch);
+    pthread_mutex_lock(&comm->colls.lock);
+    op->links_gen = comm->colls.links_gen; /* the round its INIT was asked in (moved on at the ring) */
+    pthread_mutex_unlock(&comm->colls.lock);
     ccoip_packet_t p, r;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
@@ -458,6 +467,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
         ccoip_stripe_t txs, rxs; /* used while the ring runs */
         if (op->tx_width > 1 || op->rx_width > 1) rp.window = ccoip_stripe_window(op->tx_width > op->rx_width ? op->tx_width : op->rx_width);
         pthread_mutex_lock(&comm->colls.lock);
+        op->links_gen = comm->colls.links_gen; /* the round whose links the ring runs on */
         bool ready = streams_ready(comm, op, &txs, &rxs, &rp.next, &rp.prev, &same_host);
         /* A same-host neighbour the master did not count (an address of ours other than the one
          * it sees): the world is the bound. */
@@ -475,7 +485,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     if (rc != REDUCE_OK) {
         LOG_WARN(MOD, "%s: collective %llu failed locally: %s", op_name(op), (unsigned long long) op->tag,
                  reduce_strerror(rc));
-        retire(comm);
+        retire(comm, op);
     }
 
     memset(&p, 0, sizeof p);
@@ -490,7 +500,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     }
     ccoip_prof_wait_end(comm, wait);
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
-    if (!ok && rc == REDUCE_OK) retire(comm); /* another member failed: our streams may hold its frames */
+    if (!ok && rc == REDUCE_OK) retire(comm, op); /* another member failed: our streams may hold its frames */
     op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};
     bool timed_out = done && r.u.collective_done.status == CCOIP_RESULT_TIMEOUT;
     if (timed_out)

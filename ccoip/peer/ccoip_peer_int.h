@@ -72,6 +72,7 @@ typedef struct ccoip_op_t {
     bool wd_queued, wd_fired;
     void *prof_parent, *prof; /* profiler handles: its API call (sync ops), the collective */
     uint64_t epoch; /* comm->round_epoch when it started: a failure relinks unless a round came since */
+    uint64_t links_gen; /* colls.links_gen of its INIT, then of its ring: it retires only those links */
     bool awaited;   /* pcclAwaitAsyncReduce has it (relinking, then freeing the slot) */
 } ccoip_op_t;
 
@@ -92,6 +93,7 @@ typedef struct ccoip_colls_t {
     bool stop;
     /* Streams of the current topology round: made on first use, retired after a failure. */
     bool made, retired;
+    uint64_t links_gen; /* bumped whenever the links are closed for a topology round */
     ccoip_stream_t tx[CCOIP_MAX_STREAMS], rx[CCOIP_MAX_STREAMS];
     uint64_t tx_load[CCOIP_MAX_STREAMS], rx_load[CCOIP_MAX_STREAMS]; /* ccoip_stripe_take's charges */
     _Atomic uint32_t turns; /* bumped whenever a stream's serving turn moves */
