@@ -223,10 +223,14 @@ static void send_tagged(ccoip_master_state_t *st, ccoip_mclient_t *c, uint16_t t
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = type;
-    if (type == CCOIP_PKT_M2C_COLLECTIVE_ABORT) p.u.collective_abort.tag = tag;
-    else if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) p.u.collective_done = (ccoip_collective_done_t){tag, CCOIP_RESULT_TIMEOUT};
-    if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) note_verdict(c, tag, CCOIP_RESULT_TIMEOUT);
-    else p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0, 0};
+    if (type == CCOIP_PKT_M2C_COLLECTIVE_ABORT) {
+        p.u.collective_abort.tag = tag;
+    } else if (type == CCOIP_PKT_M2C_COLLECTIVE_DONE) {
+        p.u.collective_done = (ccoip_collective_done_t){tag, CCOIP_RESULT_TIMEOUT};
+        note_verdict(c, tag, CCOIP_RESULT_TIMEOUT);
+    } else {
+        p.u.collective_commence = (ccoip_collective_commence_t){tag, CCOIP_RESULT_TIMEOUT, 0, 0, 0};
+    }
     send_to(st, c, &p);
 }
 
