@@ -11,11 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
-#ifdef _WIN32
-#include <process.h>
-#else
-#include <unistd.h>
-#endif
 
 #include "ccoip/master/ccoip_master_http.h"
 #include "ccoip/net/ccoip_os.h"
@@ -107,7 +102,7 @@ static void test_die_after(uint16_t type) {
     if (armed && strcmp(ccoip_packet_name(type), name) == 0 && --left == 0) {
         LOG_WARN(MOD, "test hook: dying now, after a %s", name);
         fflush(stderr);
-        _exit(137);
+        _Exit(137);
     }
 }
 
