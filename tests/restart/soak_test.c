@@ -8,7 +8,7 @@
  *     COMMENCE, DONE or sync DONE packet (n of 1-6), so between two members' packets.
  * Every peer must make the same calls, all succeeding or all failing, with the same bytes after
  * each success (restart_run.c); every peer ends at the last step with the same weights; from each
- * restart, every peer completes a step within 5 s (the recovery times are printed). */
+ * restart, every peer completes a step within HANG_MS (the recovery times are printed). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,13 @@
 #include "tests/restart/restart_run.h"
 
 #define PEERS 4
+/* No step for this long after a restart is a hang: 5 s as issue 29 asks; under a sanitizer,
+ * where a step of this run takes 0.5-1.5 s on a loaded 2-core machine, 20 s. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HANG_MS 20000
+#else
 #define HANG_MS 5000
+#endif
 
 static const char *hooks[] = {"M2C_COLLECTIVE_COMMENCE", "M2C_COLLECTIVE_DONE", "M2C_SHARED_STATE_DONE"};
 
@@ -71,7 +77,7 @@ int main(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.master_bin = argv[1], r.peer_bin = argv[2];
     r.dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
-    h_init(60 + kills * 8);
+    h_init(60 + kills * (HANG_MS / 1000 + 4));
     if (!rr_start_master(&r, NULL) || !rr_start_peers(&r, PEERS, steps)) return 1;
     if (rr_pump(&r, 60000, "step ", -1, 1) < 0) return 1;
     int done = 0, bad = 0;
