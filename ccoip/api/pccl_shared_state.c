@@ -271,15 +271,20 @@ static pcclResult_t sync_profiled(pcclComm_t *comm, pcclSharedState_t *state, pc
  * DONE. Whether the sync stands is asked of the master we reconnect to: it stands only if every
  * member got the election's RESULT (a master killed between two members' RESULTs left some
  * without it, and they failed); a restarted master knows from what the members report in their
- * REJOINs. Then our receivers are served to the end. With no master to ask (gone for good: the
- * run is over) it fails. docs/group-state-machine.md, "When the master dies". */
+ * REJOINs; a master that dies before it answers is asked again by the next one. Then our
+ * receivers are served to the end. With no master to ask (gone for good: the run is over) it
+ * fails. docs/group-state-machine.md, "When the master dies". */
 static pcclResult_t verdict_without_done(pcclComm_t *comm, uint64_t elected) {
     ccoip_packet_t q, r;
     memset(&q, 0, sizeof q);
     q.type = CCOIP_PKT_C2M_SHARED_STATE_QUERY;
     q.u.ss_query.revision = elected;
-    if (ccoip_link_send(comm, &q) != CCOIP_OK || !await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))
-        return pcclMasterConnectionFailed;
+    for (;;) {
+        if (atomic_load(&comm->master_lost) || atomic_load(&comm->stopping)) return pcclMasterConnectionFailed;
+        if (ccoip_link_send(comm, &q) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_DONE, &r, false))
+            break;
+        ccoip_sleep_ms(10); /* the link went again: ask the master it reconnects to */
+    }
     bool stands = r.u.ss_master_done.status == CCOIP_RESULT_OK;
     ccoip_packet_free(&r);
     if (!stands) {
