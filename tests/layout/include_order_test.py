@@ -22,6 +22,7 @@ must be found exactly, so a new circle fails, and a listed one that shrank or we
 until its entry is updated: the list only shrinks, to empty.
 Run by hand: /usr/bin/python3 tests/layout/include_order_test.py."""
 
+import collections
 import os
 import re
 import sys
@@ -246,13 +247,13 @@ def circles(edges):
 def a_cycle(comp, edges):
     """One cycle through the set, as 'a -> b (why) -> ... -> a'."""
     start = min(comp)
-    prev, todo = {start: None}, [start]
-    while todo:
-        v = todo.pop(0)
+    prev, frontier = {start: None}, collections.deque([start])  # breadth first: a shortest way round
+    while frontier:
+        v = frontier.popleft()
         for w in sorted(edges.get(v, {})):
             if w in comp and w not in prev:
                 prev[w] = v
-                todo.append(w)
+                frontier.append(w)
     back = next(v for v in sorted(comp) if start in edges.get(v, {}))
     path = [back]
     while path[-1] != start:
