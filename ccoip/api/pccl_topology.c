@@ -72,7 +72,9 @@ static pcclResult_t optimize(pcclComm_t *comm) {
             switch (o) {
             case CCOIP_ROUND_OK: return pcclSuccess;
             case CCOIP_ROUND_MISMATCH: return pcclInvalidUsage;
+            case CCOIP_ROUND_RETRY: continue; /* the master runs the next round at once */
             case CCOIP_ROUND_FAILED:
+            case CCOIP_ROUND_UNREACHABLE:
                 LOG_ERROR(MOD, "pcclOptimizeTopology: connecting the new ring failed; call pcclUpdateTopology");
                 return pcclTopologyOptimizationFailed;
             case CCOIP_ROUND_LOST: break;

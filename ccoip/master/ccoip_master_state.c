@@ -15,6 +15,7 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->round_timeout_ms = 30000;
     o->rejoin_window_ms = 60000;
     o->rejoin_grace_ms = 3000;
+    o->admit_tries = 3;
     o->fingerprint_mode = CCOIP_FP_CHECK;
     o->strict_revisions = ccoip_strict(getenv("PCCL_STRICT"), "revision");
 }
@@ -91,7 +92,18 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     p.u.topology_result.round = st->round;
     p.u.topology_result.status = status;
     p.u.topology_result.world = ccoip_mstate_world(st, c);
+    p.u.topology_result.seen_addr = c->addr;
+    p.u.topology_result.seen_port = c->p2p_port;
+    if (status == CCOIP_RESULT_FAILED || status == CCOIP_RESULT_UNREACHABLE) p.u.topology_result.why = c->blame_why;
     send_packet(st, c, &p);
+}
+
+/* Tells a participant how the round ended and takes it out of the round. */
+static void conclude(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status) {
+    send_topology_result(st, c, status);
+    c->in_round = false;
+    c->round_ok = -1;
+    c->state = CCOIP_MSTATE_IDLE;
 }
 
 /* A member that came in while the round ran (a REJOIN after a restart) has no links of it: its
@@ -131,15 +143,10 @@ static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
             if (st->clients[i]->in_round && st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED)
                 st->clients[i]->ring_stale = true;
     }
-    for (size_t i = 0; i < st->nclients; i++) {
-        ccoip_mclient_t *c = st->clients[i];
-        if (!c->in_round) continue;
-        send_topology_result(st, c, ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED);
-        c->in_round = false;
-        c->round_ok = -1;
-        c->state = CCOIP_MSTATE_IDLE;
-    }
+    for (size_t i = 0; i < st->nclients; i++)
+        if (st->clients[i]->in_round) conclude(st, st->clients[i], ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED);
     st->round_active = false;
+    ccoip_madmit_end(st); /* newcomers left out of this admission may try in the next */
     if (ok) LOG_INFO(MOD, "topology round %llu done: %zu accepted peers", (unsigned long long) st->round,
                      count_phase(st, CCOIP_MPHASE_ACCEPTED));
     else LOG_WARN(MOD, "topology round %llu failed: %s", (unsigned long long) st->round, why);
@@ -226,7 +233,7 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || c->phase != CCOIP_MPHASE_REGISTERED)) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || !ccoip_madmit_eligible(c))) continue;
         if (group != ALL_GROUPS && c->peer_group != group) continue;
         c->in_round = true;
         c->round_ok = -1;
@@ -288,6 +295,29 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     }
     free(ring);
     st->round_started_ms = st->now_ms;
+}
+
+/* The active round failed on newcomers' links (those blamed: sits_out) or a newcomer left: they
+ * hear FAILED (UNREACHABLE on their last try), the others RETRY, and the round runs again at
+ * once without them, so that the members lose no step to a peer they cannot reach (issue 30). */
+static void retry_round(ccoip_master_state_t *st, const char *why) {
+    LOG_WARN(MOD, "topology round %llu failed: %s; running it again without it", (unsigned long long) st->round, why);
+    size_t left = 0;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!c->in_round) continue;
+        if (c->sits_out) conclude(st, c, c->unreachable ? CCOIP_RESULT_UNREACHABLE : CCOIP_RESULT_FAILED);
+        else left++;
+    }
+    if (left == 0) { /* only newcomers, all blamed: nobody to run it again for */
+        st->round_active = false;
+        ccoip_madmit_end(st);
+        return;
+    }
+    for (size_t i = 0; i < st->nclients; i++)
+        if (st->clients[i]->in_round) conclude(st, st->clients[i], CCOIP_RESULT_RETRY);
+    st->round_active = false;
+    start_round(st, true, ALL_GROUPS);
 }
 
 static void send_pending_result(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t status, bool pending) {
@@ -420,23 +450,35 @@ static void answer_relinking(ccoip_master_state_t *st) {
 static void evaluate(ccoip_master_state_t *st) {
     if (st->shutting_down) return;
     if (st->round_active) {
-        bool all = true, ok = true;
-        for (size_t i = 0; i < st->nclients; i++) {
+        bool all = true;
+        ccoip_mclient_t *failed = NULL;
+        for (size_t i = 0; i < st->nclients && failed == NULL; i++) {
             ccoip_mclient_t *c = st->clients[i];
             if (!c->in_round) continue;
             if (c->round_ok < 0) all = false;
-            if (c->round_ok == 0) ok = false;
+            if (c->round_ok == 0) failed = c;
         }
-        if (!all) return;
-        finish_round(st, ok, "a peer could not connect to its neighbours");
+        if (failed == NULL && !all) return;
+        /* The first failure decides (the others' links are dropped at once, not awaited). */
+        ccoip_mclient_t *newcomer = failed == NULL ? NULL : ccoip_madmit_suspect(st, failed);
+        if (newcomer != NULL) {
+            ccoip_madmit_blame(st, newcomer, failed->round_why);
+            retry_round(st, "a newcomer could not be linked");
+            return; /* a new round runs */
+        }
+        finish_round(st, failed == NULL, "a peer could not connect to its neighbours");
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
     if (ccoip_mstate_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
-    size_t registered = count_phase(st, CCOIP_MPHASE_REGISTERED);
+    size_t registered = ccoip_madmit_waiting(st);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
         /* Nobody to vote: whoever is waiting is admitted at once (the very first peer). */
-        if (registered > 0) start_round(st, true, ALL_GROUPS);
+        for (size_t i = 0; i < st->nclients; i++)
+            if (ccoip_madmit_eligible(st->clients[i])) {
+                start_round(st, true, ALL_GROUPS);
+                break;
+            }
         return;
     }
     if (v.pending == v.accepted) { /* every peer asked: the answer, whatever else they vote */
@@ -541,7 +583,10 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
     ccoip_mbw_on_leave(st, c); /* its matrix row and column; fails an optimisation it is in */
     ccoip_mfp_on_leave(c);
     if (st->shutting_down) return;
-    if (c->in_round && st->round_active) finish_round(st, false, "a participant left during the round");
+    if (c->in_round && st->round_active) {
+        if (c->phase == CCOIP_MPHASE_REGISTERED) retry_round(st, "a newcomer left during the round");
+        else finish_round(st, false, "a participant left during the round");
+    }
     if (was_accepted) {
         /* Everyone's world shrank; collectives in flight in c's group are aborted. */
         ccoip_mcoll_on_leave(st, c);
@@ -806,7 +851,10 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         if (!st->round_active || p->u.p2p_established.round != st->round || !c->in_round) return;
         if (c->round_ok >= 0) break;
         c->round_ok = p->u.p2p_established.ok;
-        if (!c->round_ok) LOG_WARN(MOD, "%s could not connect to its ring neighbours", c->name);
+        c->round_failed = p->u.p2p_established.failed;
+        c->round_why = p->u.p2p_established.why;
+        if (!c->round_ok) LOG_WARN(MOD, "%s could not link with a ring neighbour: %s", c->name,
+                                   ccoip_link_why_str(c->round_why));
         evaluate(st);
         return;
     default: break;
@@ -833,7 +881,16 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
         i = 0; /* dropping removes c and may change the table: start over (rare) */
     }
     if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms) {
-        finish_round(st, false, "round timed out");
+        /* Silent newcomers are blamed; a silent member fails the round for everyone. */
+        bool member_silent = false;
+        for (size_t i = 0; i < st->nclients; i++)
+            member_silent = member_silent || (st->clients[i]->in_round && st->clients[i]->round_ok < 0 &&
+                                              st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED);
+        for (size_t i = 0; i < st->nclients && !member_silent; i++)
+            if (st->clients[i]->in_round && st->clients[i]->round_ok < 0)
+                ccoip_madmit_blame(st, st->clients[i], CCOIP_LINK_TIMEOUT);
+        if (member_silent) finish_round(st, false, "round timed out");
+        else retry_round(st, "a newcomer did not report in time");
         evaluate(st); /* votes that came during the round */
     }
     if (!st->round_active && st->first_rejoin_ms != 0 && !st->grace_over &&

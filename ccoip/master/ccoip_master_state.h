@@ -77,6 +77,13 @@ typedef struct ccoip_mclient_t {
     bool dropped;
     bool in_round;
     int round_ok; /* -1 not reported, 0 failed, 1 established */
+    ccoip_uuid_t round_failed; /* round_ok 0: the neighbour it could not link with (P2P_ESTABLISHED) */
+    uint8_t round_why;         /* ... and why (ccoip_link_why_t) */
+    /* A newcomer's admission (ccoip_master_admit.c): */
+    uint8_t link_fails; /* admission rounds that failed on its links */
+    uint8_t blame_why;  /* the last such failure (ccoip_link_why_t), for its TOPOLOGY_RESULT */
+    bool sits_out;      /* blamed in this admission: the rounds run again without it */
+    bool unreachable;   /* refused after opt.admit_tries failed rounds; waits for its close */
     uint64_t connected_ms, last_seen_ms;
     ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
     ccoip_mverdict_t verdicts[CCOIP_MASTER_VERDICTS]; /* a ring of the DONEs sent to it */
@@ -105,6 +112,8 @@ typedef struct ccoip_master_options_t {
     /* After REJOINs, the first topology round waits at most this long (from the first REJOIN)
      * for the ring successors the members reported that have not rejoined yet (issue 29). */
     uint64_t rejoin_grace_ms;
+    /* A newcomer whose links failed this many admission rounds is refused (pcclConnect fails). */
+    uint32_t admit_tries;
     uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
     bool strict_revisions; /* PCCL_STRICT=revision: a peer that synced gives its last revision + 1 */
 } ccoip_master_options_t;
@@ -192,6 +201,16 @@ void ccoip_mfp_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
 bool ccoip_mfp_admit(ccoip_master_state_t *st, ccoip_mclient_t *c, char *why, size_t n);
 void ccoip_mfp_on_leave(ccoip_mclient_t *c);
 void ccoip_mfp_free(ccoip_master_state_t *st);
+
+/* Admission (ccoip_master_admit.c): the newcomer a failed report of a round is blamed on (NULL:
+ * a link between members failed); whether c may be in the next admission round; how many
+ * newcomers wait (unreachable ones do not); blaming one (true: its last try, it is refused); the
+ * end of an admission (the newcomers left out may take part again). */
+ccoip_mclient_t *ccoip_madmit_suspect(ccoip_master_state_t *st, ccoip_mclient_t *c);
+bool ccoip_madmit_eligible(const ccoip_mclient_t *c);
+size_t ccoip_madmit_waiting(const ccoip_master_state_t *st);
+bool ccoip_madmit_blame(ccoip_master_state_t *st, ccoip_mclient_t *n, uint8_t why);
+void ccoip_madmit_end(ccoip_master_state_t *st);
 
 /* Collectives (ccoip_master_coll.c): INIT and COMPLETE packets, and a member leaving. */
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);

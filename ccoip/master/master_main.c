@@ -16,7 +16,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pccl-master [--listen HOST:PORT] [--secret-file PATH] [--status [HOST]:PORT]\n"
             "                   [--log-level LEVEL] [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-            "                   [--encrypt] [--print-status-token]\n"
+            "                   [--encrypt] [--print-status-token] [--admit-tries N]\n"
             "                   [--fingerprint check|log|require|off] [--help]\n"
             "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
             "  --secret-file PATH        every connection must prove this run secret (the file's bytes, 16 or\n"
@@ -31,6 +31,8 @@ static void usage(FILE *f) {
             "  --log-level LEVEL         error, warn, info or debug (default: PCCL_LOG_LEVEL, else info)\n"
             "  --heartbeat-timeout-ms    drop a peer silent for this long (default 10000)\n"
             "  --handshake-timeout-ms    close connections that do not join within this (default 5000)\n"
+            "  --admit-tries N           refuse a newcomer the peers could not link with in N admission rounds\n"
+            "                            (default 3; each failed round runs again at once without it)\n"
             "  --rejoin-window-s S       take back members that lost the master for S seconds after the start\n"
             "                            or after dropping them (default 60; 0: never)\n"
             "  --fingerprint MODE        peers' determinism fingerprints (docs/fingerprint.md): check refuses\n"
@@ -52,6 +54,15 @@ static int parse_seconds(const char *s, uint64_t *out_ms) {
     unsigned long long v = strtoull(s, &end, 10);
     if (*s == '\0' || *s == '-' || *end != '\0' || v > 86400ull) return 0;
     *out_ms = v * 1000;
+    return 1;
+}
+
+/* A count of 1..100. */
+static int parse_count(const char *s, uint32_t *out) {
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || v == 0 || v > 100) return 0;
+    *out = (uint32_t) v;
     return 1;
 }
 
@@ -97,6 +108,7 @@ int main(int argc, char **argv) {
         } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
         else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
         else if (ok && strcmp(a, "--rejoin-window-s") == 0) ok = parse_seconds(v, &opt.rejoin_window_ms);
+        else if (ok && strcmp(a, "--admit-tries") == 0) ok = parse_count(v, &opt.admit_tries);
         else if (ok && strcmp(a, "--fingerprint") == 0) ok = parse_fp_mode(v, &opt.fingerprint_mode);
         else ok = 0;
         if (!ok) {

@@ -294,8 +294,10 @@ pcclResult_t ccoip_p2p_start(pcclComm_t *comm); /* bump-allocate the listener, s
 void ccoip_p2p_stop(pcclComm_t *comm);          /* join the thread, close every p2p socket */
 /* Drops the current links and connects the new ones of `info`; returns true when both links
  * stand. Gives up early (false) when a TOPOLOGY_RESULT for this round arrives meanwhile; that
- * packet is then returned in *early (type 0 otherwise). */
-bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early);
+ * packet is then returned in *early (type 0 otherwise). *report is the P2P_ESTABLISHED to send:
+ * on failure, the neighbour it failed with and why. */
+bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early,
+                         ccoip_p2p_established_t *report);
 
 /* ccoip_peer.c: one topology round as pcclUpdateTopology runs it (link to the neighbours of
  * `info`, report, await the outcome); pcclOptimizeTopology adopts its new ring through it. */
@@ -303,7 +305,9 @@ typedef enum ccoip_round_outcome_t {
     CCOIP_ROUND_OK = 0,
     CCOIP_ROUND_FAILED,
     CCOIP_ROUND_MISMATCH,
-    CCOIP_ROUND_LOST
+    CCOIP_ROUND_LOST,
+    CCOIP_ROUND_RETRY,      /* failed on a newcomer: the master runs the next round at once */
+    CCOIP_ROUND_UNREACHABLE /* this newcomer could not be linked, for the last time: not admitted */
 } ccoip_round_outcome_t;
 ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info);
 

@@ -19,6 +19,7 @@
 
 #define MOD "ccoip-p2p"
 #define HANDSHAKE_MS 2000
+#define REFUSED_GIVE_UP_MS 300 /* connection refused this long: nobody listens there */
 #define FIRST_PORT 48149
 #define PORT_TRIES 2048
 #define CONNECTS_AT_ONCE (CCOIP_LISTENER_PER_ADDR / 2)
@@ -130,22 +131,33 @@ typedef struct tx_pool_t {
     _Atomic uint32_t ended;  /* threads that returned */
     atomic_bool cancel;      /* the caller gave up, or a stream failed: stop */
     atomic_bool failed;
+    _Atomic uint8_t why;     /* the first failed stream's ccoip_link_why_t */
     int fds[CCOIP_P2P_MAX_STREAMS]; /* -1 until its thread connected it */
     ccoip_session_t sess[CCOIP_P2P_MAX_STREAMS];
 } tx_pool_t;
 
 /* One stream: TCP connect, HELLO, P2P_BIND; retried while the neighbour has not yet heard of us.
- * The fd, or -1 (with one log line unless cancelled). */
-static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess) {
+ * The fd, or -1 with *why set (and one log line unless cancelled). A live peer listens from
+ * before it registers, so refusals that last REFUSED_GIVE_UP_MS mean nobody ever will (a NAT
+ * router's port, a wrong address): the round fails then, not at its deadline. */
+static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, uint8_t *why) {
     pcclComm_t *comm = t->comm;
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
+    int64_t refused_since = 0;
+    *why = CCOIP_LINK_TIMEOUT;
     while (ccoip_now_ms() < t->deadline && !atomic_load(&t->cancel)) {
         int64_t left = t->deadline - ccoip_now_ms();
         int fd = ccoip_sock_connect(&t->addr, (int) (left < 1000 ? left : 1000), &st);
         if (fd < 0) {
+            *why = st == CCOIP_ERR_TIMEOUT ? CCOIP_LINK_TIMEOUT : CCOIP_LINK_REFUSED;
+            if (st != CCOIP_ERR_REFUSED) refused_since = 0;
+            else if (refused_since == 0) refused_since = ccoip_now_ms();
+            else if (ccoip_now_ms() - refused_since >= REFUSED_GIVE_UP_MS) break;
             ccoip_sleep_ms(20);
             continue;
         }
+        refused_since = 0;
+        *why = CCOIP_LINK_HANDSHAKE;
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
         *sess = ccoip_comm_session(comm);
@@ -179,8 +191,11 @@ static void *tx_thread(void *arg) {
     for (;;) {
         uint32_t i = atomic_fetch_add(&t->next, 1);
         if (i >= t->streams || atomic_load(&t->cancel)) break;
-        int fd = connect_stream(t, i, &t->sess[i]);
+        uint8_t why;
+        int fd = connect_stream(t, i, &t->sess[i], &why);
         if (fd < 0) {
+            uint8_t none = CCOIP_LINK_OK;
+            atomic_compare_exchange_strong(&t->why, &none, why);
             atomic_store(&t->failed, true);
             atomic_store(&t->cancel, true);
             break;
@@ -193,9 +208,10 @@ static void *tx_thread(void *arg) {
 }
 
 /* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx), all or none: on failure
- * or interruption every socket made here is closed. */
+ * or interruption every socket made here is closed, and *why says what failed. */
 static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t streams,
-                         int64_t deadline, ccoip_packet_t *early) {
+                         int64_t deadline, ccoip_packet_t *early, uint8_t *why) {
+    *why = CCOIP_LINK_LOCAL;
     tx_pool_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
         LOG_ERROR(MOD, "out of memory connecting to the ring neighbour");
@@ -231,6 +247,7 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
         tpark_wait((const uint32_t *) &comm->events, seen, 100 * 1000000ll);
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(threads[i], NULL); /* each within ~3 s of cancel */
+    if (started > 0 && atomic_load(&t->failed)) *why = atomic_load(&t->why);
     ok = ok && !atomic_load(&t->failed);
     for (uint32_t i = 0; i < streams; i++) ok = ok && t->fds[i] >= 0;
     ccoip_p2p_links_t *l = &comm->p2p.links;
@@ -301,9 +318,12 @@ static bool await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t rou
     }
 }
 
-bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early) {
+bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early,
+                         ccoip_p2p_established_t *report) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     memset(early, 0, sizeof *early);
+    memset(report, 0, sizeof *report);
+    report->round = info->round;
     const ccoip_peer_entry_t *tx = NULL, *rx = NULL;
     uint32_t host_peers = 1;
     for (uint32_t i = 0; i < info->count; i++) {
@@ -333,7 +353,10 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) {
         p2p->links.tx.peer = tx->uuid;
-        if (!connect_pool(comm, tx, info->round, pool, deadline, early)) return false;
+        if (!connect_pool(comm, tx, info->round, pool, deadline, early, &report->why)) {
+            report->failed = tx->uuid;
+            return false;
+        }
         p2p->links.tx.fd = p2p->links.tx_fds[0];
     }
     if (rx != NULL) {
@@ -342,8 +365,11 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
         if (!ok) { /* close what came: the links hold only complete pools */
             for (uint32_t k = 0; k < p2p->links.nrx; k++) ccoip_sock_close(p2p->links.rx_fds[k]);
             p2p->links.nrx = 0;
+            report->failed = rx->uuid;
+            report->why = CCOIP_LINK_NOT_DIALLED;
             return false;
         }
     }
+    report->ok = 1;
     return true;
 }

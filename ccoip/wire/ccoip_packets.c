@@ -106,11 +106,13 @@ static const field_t fingerprint_fields[] = {
 static const field_t p2p_info_fields[] = {
     U64(ccoip_p2p_info_t, round),
     LIST(ccoip_p2p_info_t, peers, count, CCOIP_MAX_PEER_ENTRIES, entry_layout)};
-static const field_t p2p_established_fields[] = {U64(ccoip_p2p_established_t, round),
-                                                 U8R(ccoip_p2p_established_t, ok, 0, 1)};
-static const field_t topology_result_fields[] = {U64(ccoip_topology_result_t, round),
-                                                 U8R(ccoip_topology_result_t, status, 0, 2),
-                                                 STRUCT(ccoip_topology_result_t, world, world_layout)};
+static const field_t p2p_established_fields[] = {
+    U64(ccoip_p2p_established_t, round), U8R(ccoip_p2p_established_t, ok, 0, 1),
+    UUID(ccoip_p2p_established_t, failed), U8R(ccoip_p2p_established_t, why, 0, CCOIP_LINK_WHY_MAX)};
+static const field_t topology_result_fields[] = {
+    U64(ccoip_topology_result_t, round), U8R(ccoip_topology_result_t, status, 0, CCOIP_RESULT_UNREACHABLE),
+    STRUCT(ccoip_topology_result_t, world, world_layout), ADDR(ccoip_topology_result_t, seen_addr),
+    U16(ccoip_topology_result_t, seen_port), U8R(ccoip_topology_result_t, why, 0, CCOIP_LINK_WHY_MAX)};
 static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, status, 0, 2),
                                                 U8R(ccoip_pending_result_t, pending, 0, 1)};
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
@@ -241,6 +243,18 @@ static const layout_t *find_layout(uint16_t type) {
 const char *ccoip_packet_name(uint16_t type) {
     const layout_t *l = find_layout(type);
     return l == NULL ? NULL : l->name;
+}
+
+const char *ccoip_link_why_str(uint8_t why) {
+    switch (why) {
+    case CCOIP_LINK_OK: return "linked";
+    case CCOIP_LINK_REFUSED: return "connection refused";
+    case CCOIP_LINK_TIMEOUT: return "no answer to the dial";
+    case CCOIP_LINK_HANDSHAKE: return "handshake failed";
+    case CCOIP_LINK_NOT_DIALLED: return "its neighbour never dialled it";
+    case CCOIP_LINK_LOCAL: return "failed on its own";
+    default: return "unknown";
+    }
 }
 
 /* The fewest wire bytes one instance of a layout takes: bounds list counts by the input left. */

@@ -42,8 +42,12 @@
  * 9: C2M_COLLECTIVE_QUERY and CCOIP_RESULT_UNKNOWN: a collective whose master link broke before
  *    its DONE asks the master it reconnects to for the verdict; C2M_SHARED_STATE_QUERY and
  *    REJOIN's result_rev: the same for a sync, which a restarted master decides from what the
- *    members report (docs/group-state-machine.md) */
-#define CCOIP_PROTOCOL_VERSION 9u
+ *    members report (docs/group-state-machine.md)
+ * 10: P2P_ESTABLISHED names the neighbour a failed round could not link with and how
+ *    (ccoip_link_why_t); TOPOLOGY_RESULT says RETRY (the round runs again at once without a
+ *    newcomer that could not be linked) and UNREACHABLE (that newcomer, refused after
+ *    --admit-tries rounds), with the address the others dialled (docs/nat.md) */
+#define CCOIP_PROTOCOL_VERSION 10u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -138,8 +142,22 @@ typedef enum ccoip_result_status_t {
     CCOIP_RESULT_FAILED = 1,   /* a p2p connection failed or a participant dropped: retry */
     CCOIP_RESULT_MISMATCH = 2, /* accepted peers voted for different things */
     CCOIP_RESULT_TIMEOUT = 3,  /* collectives only: a member's watchdog aborted it (pcclCollectiveTimeout) */
-    CCOIP_RESULT_UNKNOWN = 4   /* a QUERY's DONE: this master never decided that collective (it restarted) */
+    CCOIP_RESULT_UNKNOWN = 4,  /* a QUERY's DONE: this master never decided that collective (it restarted) */
+    CCOIP_RESULT_RETRY = 5,    /* topology rounds: failed on a newcomer's links; the next round, without
+                                  it, follows at once (await its P2P_INFO) */
+    CCOIP_RESULT_UNREACHABLE = 6 /* to that newcomer after its last try: not admitted (pcclConnect fails) */
 } ccoip_result_status_t;
+
+/* Why a peer could not link with a ring neighbour in a topology round (P2P_ESTABLISHED). */
+typedef enum ccoip_link_why_t {
+    CCOIP_LINK_OK = 0,
+    CCOIP_LINK_REFUSED = 1,     /* we dialled it: nothing listens there (a NAT router, a wrong port) */
+    CCOIP_LINK_TIMEOUT = 2,     /* we dialled it: no answer (a firewall that drops) */
+    CCOIP_LINK_HANDSHAKE = 3,   /* we dialled it: connected, but the handshake failed */
+    CCOIP_LINK_NOT_DIALLED = 4, /* it was to dial us and did not in time */
+    CCOIP_LINK_LOCAL = 5        /* this peer failed on its own (out of memory or threads) */
+} ccoip_link_why_t;
+#define CCOIP_LINK_WHY_MAX 5
 
 /* Flags of a neighbour entry: what this peer does with it. */
 #define CCOIP_PEER_CONNECT_TO 1u  /* open our TX link to its p2p listener */
@@ -247,12 +265,20 @@ typedef struct ccoip_p2p_info_t {
 typedef struct ccoip_p2p_established_t {
     uint64_t round;
     uint8_t ok;
+    /* version 10: when not ok, the neighbour it failed with (zero: none in particular) and why */
+    ccoip_uuid_t failed;
+    uint8_t why; /* ccoip_link_why_t */
 } ccoip_p2p_established_t;
 
 typedef struct ccoip_topology_result_t {
     uint64_t round;
     uint8_t status; /* ccoip_result_status_t */
     ccoip_world_t world;
+    /* version 10: where the others dial this peer (the address the master saw, its p2p port), and
+     * why its links failed when the round failed on it (ccoip_link_why_t; OK otherwise) */
+    ccoip_inet_address_t seen_addr;
+    uint16_t seen_port;
+    uint8_t why;
 } ccoip_topology_result_t;
 
 typedef struct ccoip_pending_result_t {
@@ -489,6 +515,9 @@ typedef struct ccoip_packet_t {
 
 /* The name of a packet type ("HELLO", "C2M_JOIN", ...), or NULL for an unknown type. */
 const char *ccoip_packet_name(uint16_t type);
+
+/* What a ccoip_link_why_t means, in a few words for log lines. */
+const char *ccoip_link_why_str(uint8_t why);
 
 /* Decodes one payload. On CCOIP_OK *out is filled (call ccoip_packet_free when done); on error
  * nothing is owned. Every value is range-checked; trailing bytes are an error (except after

@@ -147,14 +147,20 @@ static void test_round_trips(void) {
     ccoip_packet_free(&b);
 
     p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
-    p.u.p2p_established = (ccoip_p2p_established_t){77, 1};
+    p.u.p2p_established = (ccoip_p2p_established_t){77, 0, uuid_of(4), CCOIP_LINK_NOT_DIALLED};
     round_trip(&p, &b);
-    CHECK(b.u.p2p_established.round == 77 && b.u.p2p_established.ok == 1);
+    CHECK(b.u.p2p_established.round == 77 && b.u.p2p_established.ok == 0);
+    CHECK(memcmp(&b.u.p2p_established.failed, &p.u.p2p_established.failed, 16) == 0);
+    CHECK(b.u.p2p_established.why == CCOIP_LINK_NOT_DIALLED);
 
     p.type = CCOIP_PKT_M2C_TOPOLOGY_RESULT;
-    p.u.topology_result = (ccoip_topology_result_t){5, CCOIP_RESULT_OK, {8, 3, 2, 5}};
+    ccoip_inet_address_t seen = {.protocol = inetIPv4, .ipv4 = {{198, 18, 0, 7}}};
+    p.u.topology_result = (ccoip_topology_result_t){5, CCOIP_RESULT_UNREACHABLE, {8, 3, 2, 5}, seen, 48149,
+                                                    CCOIP_LINK_TIMEOUT};
     round_trip(&p, &b);
     CHECK(b.u.topology_result.world.global_world_size == 8 && b.u.topology_result.world.largest_group_world_size == 5);
+    CHECK(b.u.topology_result.status == CCOIP_RESULT_UNREACHABLE && b.u.topology_result.why == CCOIP_LINK_TIMEOUT);
+    CHECK(b.u.topology_result.seen_addr.ipv4.data[0] == 198 && b.u.topology_result.seen_port == 48149);
 
     p.type = CCOIP_PKT_M2C_PENDING_RESULT;
     p.u.pending_result = (ccoip_pending_result_t){CCOIP_RESULT_OK, 1};
@@ -255,6 +261,11 @@ static void test_malformed(void) {
     /* Bools and enums. */
     uint8_t est[9] = {0, 0, 0, 0, 0, 0, 0, 1, 2};
     CHECK(decode_bytes(CCOIP_PKT_C2M_P2P_ESTABLISHED, est, 9) == CCOIP_ERR_INVALID);
+    uint8_t est10[26] = {0};
+    est10[25] = CCOIP_LINK_WHY_MAX + 1; /* version 10's why, out of range */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_P2P_ESTABLISHED, est10, 26) == CCOIP_ERR_INVALID);
+    est10[25] = CCOIP_LINK_WHY_MAX;
+    CHECK(decode_bytes(CCOIP_PKT_C2M_P2P_ESTABLISHED, est10, 26) == CCOIP_OK);
     uint8_t pend[2] = {3, 0};
     CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
     pend[0] = 0;
@@ -406,6 +417,8 @@ static void test_fixed_frames(void) {
         ccoip_packet_t p;
         memset(&p, 0x5a, sizeof p);
         p.type = type;
+        /* The one fixed packet with an address: IPv6, its longest form, makes the bound exact. */
+        if (type == CCOIP_PKT_M2C_TOPOLOGY_RESULT) p.u.topology_result.seen_addr.protocol = inetIPv6;
         ccoip_writer_t w;
         ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
         REQUIRE(ccoip_packet_encode(&p, &w) == CCOIP_OK);
@@ -414,7 +427,7 @@ static void test_fixed_frames(void) {
         size_t len = 99;
         CHECK(ccoip_packet_encode_into(&p, buf, bound, &len) == CCOIP_OK);
         CHECK_EQ_U64(len, w.len);
-        CHECK_EQ_U64(len, bound); /* no address field in a fixed packet: the bound is exact */
+        CHECK_EQ_U64(len, bound);
         CHECK(memcmp(buf, w.buf, w.len) == 0);
         CHECK(buf[bound] == 0xee);
         CHECK(ccoip_packet_encode_into(&p, buf, bound - 1, &len) == CCOIP_ERR_TOO_LARGE);

@@ -107,7 +107,7 @@ static void finish_round(int n) {
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
-        p.u.p2p_established = (ccoip_p2p_established_t){st.round, 1};
+        p.u.p2p_established = (ccoip_p2p_established_t){.round = st.round, .ok = 1};
         feed(i, &p);
     }
 }
@@ -353,7 +353,7 @@ static void test_failed_round_is_stale(void) {
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
-        p.u.p2p_established = (ccoip_p2p_established_t){st.round, i != 1};
+        p.u.p2p_established = (ccoip_p2p_established_t){.round = st.round, .ok = i != 1};
         feed(i, &p);
     }
     const ccoip_packet_t *t = last_of(0, CCOIP_PKT_M2C_TOPOLOGY_RESULT);
@@ -382,6 +382,136 @@ static void test_member_arrives_mid_round(void) {
     }
 }
 
+/* ---- Admission (issue 30, 1): a newcomer that cannot be linked never stops the members. ---- */
+
+/* Client i joins as a newcomer (registered, waiting for admission). */
+static void add_newcomer(int i) {
+    REQUIRE(ccoip_mstate_add(&st, &clients[i], 1));
+    clients[i].phase = CCOIP_MPHASE_REGISTERED;
+    clients[i].p2p_port = (uint16_t) (40000 + i);
+    memset(clients[i].uuid.b, i + 1, 16);
+    snprintf(clients[i].name, sizeof clients[i].name, "newcomer%d", i);
+}
+
+static void report(int i, bool ok, int failed_with, uint8_t why) {
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_C2M_P2P_ESTABLISHED;
+    p.u.p2p_established.round = st.round;
+    p.u.p2p_established.ok = ok;
+    if (failed_with >= 0) p.u.p2p_established.failed = clients[failed_with].uuid;
+    p.u.p2p_established.why = why;
+    feed(i, &p);
+}
+
+/* Whether client i's last P2P_INFO names client k (as a neighbour or as a peer at its host). */
+static bool told_of(int i, int k) {
+    const ccoip_packet_t *p = last_of(i, CCOIP_PKT_M2C_P2P_INFO);
+    REQUIRE(p != NULL);
+    for (uint32_t e = 0; e < p->u.p2p_info.count; e++)
+        if (memcmp(&p->u.p2p_info.peers[e].uuid, &clients[k].uuid, 16) == 0) return true;
+    return false;
+}
+
+static uint8_t round_status(int i) {
+    const ccoip_packet_t *t = last_of(i, CCOIP_PKT_M2C_TOPOLOGY_RESULT);
+    REQUIRE(t != NULL);
+    return t->u.topology_result.status;
+}
+
+/* Three members and an unreachable newcomer (ring 0 -> 1 -> 2 -> 3 -> 0): member 2's dial is
+ * refused. The newcomer hears FAILED with why and where it was dialled, the members RETRY and a
+ * round without it at once, which succeeds: their pcclUpdateTopology returns success. After
+ * admit_tries such admissions the newcomer hears UNREACHABLE and is no longer pending. */
+static void test_unreachable_newcomer(void) {
+    reset(3);
+    add_newcomer(3);
+    for (uint32_t attempt = 1; attempt <= st.opt.admit_tries; attempt++) {
+        for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+        uint64_t round = st.round;
+        CHECK(told_of(2, 3) && told_of(0, 3));
+        CHECK_EQ_U64(got(3, CCOIP_PKT_M2C_P2P_INFO), attempt);
+        report(0, true, -1, 0);
+        report(2, false, 3, CCOIP_LINK_REFUSED);
+        bool last = attempt == st.opt.admit_tries;
+        CHECK_EQ_U64(round_status(3), last ? CCOIP_RESULT_UNREACHABLE : CCOIP_RESULT_FAILED);
+        CHECK_EQ_U64(last_of(3, CCOIP_PKT_M2C_TOPOLOGY_RESULT)->u.topology_result.why, CCOIP_LINK_REFUSED);
+        CHECK_EQ_U64(last_of(3, CCOIP_PKT_M2C_TOPOLOGY_RESULT)->u.topology_result.seen_port, 40003);
+        for (int i = 0; i < 3; i++) CHECK_EQ_U64(round_status(i), CCOIP_RESULT_RETRY);
+        CHECK_EQ_U64(st.round, round + 1); /* the next round runs at once, without the newcomer */
+        for (int i = 0; i < 3; i++) CHECK(!told_of(i, 3));
+        CHECK_EQ_U64(got(3, CCOIP_PKT_M2C_P2P_INFO), attempt);
+        finish_round(3);
+        for (int i = 0; i < 3; i++) {
+            CHECK_EQ_U64(round_status(i), CCOIP_RESULT_OK);
+            CHECK_EQ_U64(last_of(i, CCOIP_PKT_M2C_TOPOLOGY_RESULT)->u.topology_result.world.global_world_size, 3);
+        }
+        CHECK(!clients[3].sits_out); /* the next admission tries it again, */
+        for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_PENDING);
+        const ccoip_packet_t *pr = last_of(0, CCOIP_PKT_M2C_PENDING_RESULT);
+        REQUIRE(pr != NULL);
+        CHECK_EQ_U64(pr->u.pending_result.pending, !last); /* ... until it is refused */
+    }
+    CHECK_EQ_U64(clients[3].phase, CCOIP_MPHASE_REGISTERED);
+    CHECK(clients[3].unreachable);
+}
+
+/* The same when the newcomer reports first (its predecessor never dialled it), when it leaves
+ * mid-round, and when it says nothing until the round's timeout; two adjacent newcomers: the one
+ * that was dialled is blamed, the other is admitted in the round run again. A link between two
+ * members fails the round for everyone, as before. */
+static void test_newcomer_failures(void) {
+    reset(2);
+    add_newcomer(2);
+    for (int i = 0; i < 2; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    report(2, false, 1, CCOIP_LINK_NOT_DIALLED);
+    CHECK_EQ_U64(round_status(2), CCOIP_RESULT_FAILED);
+    CHECK_EQ_U64(round_status(0), CCOIP_RESULT_RETRY);
+    finish_round(2);
+    CHECK_EQ_U64(round_status(0), CCOIP_RESULT_OK);
+
+    for (int i = 0; i < 2; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT); /* it leaves mid-round */
+    CHECK(clients[2].in_round);
+    uint64_t round = st.round;
+    ccoip_mstate_drop(&st, &clients[2], "connection closed");
+    CHECK_EQ_U64(round_status(1), CCOIP_RESULT_RETRY);
+    CHECK_EQ_U64(st.round, round + 1);
+    finish_round(2);
+    CHECK_EQ_U64(round_status(1), CCOIP_RESULT_OK);
+
+    add_newcomer(3); /* silent until the round times out (before anyone's heartbeat does) */
+    st.opt.round_timeout_ms = st.opt.heartbeat_timeout_ms / 2;
+    for (int i = 0; i < 2; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    finish_round(2);
+    CHECK(st.round_active);
+    ccoip_mstate_tick(&st, st.round_started_ms + st.opt.round_timeout_ms + 1);
+    CHECK_EQ_U64(round_status(3), CCOIP_RESULT_FAILED);
+    CHECK_EQ_U64(last_of(3, CCOIP_PKT_M2C_TOPOLOGY_RESULT)->u.topology_result.why, CCOIP_LINK_TIMEOUT);
+    CHECK_EQ_U64(round_status(0), CCOIP_RESULT_RETRY);
+    finish_round(2);
+    CHECK_EQ_U64(round_status(0), CCOIP_RESULT_OK);
+
+    reset(2); /* ring 0 -> 1 -> 2 -> 3 -> 0; newcomer 2 cannot reach newcomer 3 */
+    add_newcomer(2);
+    add_newcomer(3);
+    for (int i = 0; i < 2; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    report(2, false, 3, CCOIP_LINK_TIMEOUT);
+    CHECK_EQ_U64(round_status(3), CCOIP_RESULT_FAILED);
+    CHECK_EQ_U64(round_status(2), CCOIP_RESULT_RETRY);
+    CHECK(told_of(1, 2) && !told_of(1, 3));
+    finish_round(3);
+    CHECK_EQ_U64(round_status(2), CCOIP_RESULT_OK);
+    CHECK_EQ_U64(clients[2].phase, CCOIP_MPHASE_ACCEPTED);
+    CHECK_EQ_U64(clients[3].phase, CCOIP_MPHASE_REGISTERED);
+
+    reset(3); /* between members: everyone fails, nobody retries */
+    add_newcomer(3);
+    for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_ACCEPT);
+    report(1, false, 0, CCOIP_LINK_NOT_DIALLED);
+    for (int i = 0; i < 4; i++) CHECK_EQ_U64(round_status(i), CCOIP_RESULT_FAILED);
+    CHECK(!st.round_active);
+}
+
 int main(void) {
     test_whole_group();
     test_running_count();
@@ -394,6 +524,8 @@ int main(void) {
     test_broken_group_converges();
     test_pending_meets_update();
     test_loss_while_waiting();
+    test_unreachable_newcomer();
+    test_newcomer_failures();
     reset(0);
     return check_exit();
 }

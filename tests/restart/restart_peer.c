@@ -7,6 +7,7 @@
  *                                    world size, the hash of the weights (sync) or of the
  *                                    reduced gradient (all-reduce): tests compare them
  *   "error CALL RESULT"              a call failed (the loop then updates the topology)
+ *   "connect RESULT"                 pcclConnect returned (exit 5 unless RESULT is 0)
  *   "done STEP rev REV hash HASH"    at the end (exit 0)
  *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3) */
 #include <inttypes.h>
@@ -64,7 +65,14 @@ int main(int argc, char **argv) {
     int first_world = argc > 4 ? atoi(argv[4]) : 2; /* the first step waits for this many peers */
     pcclCommCreateParams_t params = {.master_address = addr, .peer_group = 0, .p2p_connection_pool_size = 1};
     pcclComm_t *comm;
-    if (pcclInit() || pcclCreateCommunicator(&params, &comm) || pcclConnect(comm)) return 1;
+    if (pcclInit() || pcclCreateCommunicator(&params, &comm)) return 1;
+    pcclResult_t admitted = pcclConnect(comm);
+    printf("connect %d\n", (int) admitted);
+    fflush(stdout);
+    if (admitted != pcclSuccess) {
+        pcclDestroyCommunicator(comm);
+        return 5;
+    }
     pcclTensorInfo_t infos[] = {{.name = "w", .data = w, .count = N, .datatype = pcclFloat},
                                 {.name = "step", .data = &step, .count = 1, .datatype = pcclUint32}};
     pcclSharedState_t state = {.revision = 0, .count = 2, .infos = infos};
