@@ -234,6 +234,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     }
     const uint8_t *p = (const uint8_t *) buf->base;
     size_t left = (size_t) nread;
+    mc->c.heard |= nread > 0; /* not silent: never evicted for a newer connection (auth.c) */
     /* Feed in slices so that the buffer never holds more than one frame plus a slice. */
     while (left > 0 && !mc->closing) {
         size_t n = left < 4096 ? left : 4096;

@@ -56,10 +56,31 @@ static bool same_ip(const ccoip_inet_address_t *a, const ccoip_inet_address_t *b
     return a->protocol == inetIPv4 ? memcmp(a->ipv4.data, b->ipv4.data, 4) == 0 : memcmp(a->ipv6.data, b->ipv6.data, 16) == 0;
 }
 
+/* Of addr's connections, the oldest that has sent nothing for CCOIP_EVICT_SILENT_MS (a peer sends
+ * its HELLO as soon as it connects), or NULL. */
+static ccoip_mclient_t *oldest_silent(ccoip_master_state_t *st, const ccoip_inet_address_t *addr) {
+    ccoip_mclient_t *oldest = NULL;
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (c->phase != CCOIP_MPHASE_CONNECTED || c->heard || !same_ip(&c->addr, addr) ||
+            st->now_ms - c->connected_ms < CCOIP_EVICT_SILENT_MS)
+            continue;
+        if (oldest == NULL || c->connected_ms < oldest->connected_ms) oldest = c;
+    }
+    return oldest;
+}
+
 bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name) {
     size_t unjoined = 0;
     for (size_t i = 0; i < st->nclients; i++)
         unjoined += st->clients[i]->phase < CCOIP_MPHASE_REGISTERED && same_ip(&st->clients[i]->addr, addr);
+    /* Many peers share one address behind a NAT: a stranger there holding idle connections must
+     * not lock them out until its connections' handshake timeout, so its oldest goes instead. */
+    ccoip_mclient_t *squatter = unjoined >= CCOIP_MAX_UNJOINED_PER_ADDR ? oldest_silent(st, addr) : NULL;
+    if (squatter != NULL && st->nclients < CCOIP_MAX_CONNECTIONS) {
+        ccoip_mstate_drop(st, squatter, "evicted for a new connection: the oldest silent one of its address");
+        return true;
+    }
     const char *why = st->nclients >= CCOIP_MAX_CONNECTIONS ? "too many connections"
                       : unjoined >= CCOIP_MAX_UNJOINED_PER_ADDR ? "too many unjoined connections from its address"
                                                                 : NULL;

@@ -94,8 +94,49 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     p.u.topology_result.world = ccoip_mstate_world(st, c);
     p.u.topology_result.seen_addr = c->addr;
     p.u.topology_result.seen_port = c->p2p_port;
-    if (status == CCOIP_RESULT_FAILED || status == CCOIP_RESULT_UNREACHABLE) p.u.topology_result.why = c->blame_why;
+    if (status == CCOIP_RESULT_FAILED || status == CCOIP_RESULT_UNREACHABLE) p.u.topology_result.why = c->admit.why;
     send_packet(st, c, &p);
+}
+
+/* ---- Admission of newcomers whose links fail (ccoip_master_admit.h, docs/nat.md) ---------- */
+
+static bool newcomer(const ccoip_mclient_t *c) { return c->phase == CCOIP_MPHASE_REGISTERED; }
+
+/* Whether c may be in the next admission round. */
+static bool eligible(const ccoip_mclient_t *c) { return newcomer(c) && !c->admit.sits_out && !c->admit.unreachable; }
+
+/* Newcomers waiting for admission (pcclArePeersPending): refused ones do not. */
+static size_t waiting(const ccoip_master_state_t *st) {
+    size_t n = 0;
+    for (size_t i = 0; i < st->nclients; i++) n += newcomer(st->clients[i]) && !st->clients[i]->admit.unreachable;
+    return n;
+}
+
+/* The newcomer that c's failed report is blamed on, or NULL (a link between members). */
+static ccoip_mclient_t *suspect(ccoip_master_state_t *st, ccoip_mclient_t *c) {
+    ccoip_mclient_t *other = NULL;
+    for (size_t i = 0; i < st->nclients && other == NULL; i++)
+        if (st->clients[i] != c && st->clients[i]->in_round &&
+            memcmp(&st->clients[i]->uuid, &c->round_failed, sizeof c->round_failed) == 0)
+            other = st->clients[i];
+    switch (ccoip_madmit_blame(newcomer(c), other != NULL, other != NULL && newcomer(other), c->round_why)) {
+    case CCOIP_BLAME_REPORTER: return c;
+    case CCOIP_BLAME_OTHER: return other;
+    default: return NULL;
+    }
+}
+
+static void blame(ccoip_master_state_t *st, ccoip_mclient_t *n, uint8_t why) {
+    uint32_t tries = st->opt.admit_tries == 0 ? 1 : st->opt.admit_tries;
+    bool last = ccoip_madmit_fail(&n->admit, why, tries);
+    LOG_WARN(MOD, "%s (p2p port %u) could not be linked into the ring (%s): admission try %u of %u%s", n->name,
+             n->p2p_port, ccoip_link_why_str(why), n->admit.link_fails, tries,
+             last ? "; refused" : "; the round runs again without it");
+}
+
+/* An admission ended: the newcomers left out of it may take part in the next. */
+static void end_admission(ccoip_master_state_t *st) {
+    for (size_t i = 0; i < st->nclients; i++) st->clients[i]->admit.sits_out = false;
 }
 
 /* Tells a participant how the round ended and takes it out of the round. */
@@ -146,7 +187,7 @@ static void finish_round(ccoip_master_state_t *st, bool ok, const char *why) {
     for (size_t i = 0; i < st->nclients; i++)
         if (st->clients[i]->in_round) conclude(st, st->clients[i], ok ? CCOIP_RESULT_OK : CCOIP_RESULT_FAILED);
     st->round_active = false;
-    ccoip_madmit_end(st); /* newcomers left out of this admission may try in the next */
+    end_admission(st); /* newcomers left out of this admission may try in the next */
     if (ok) LOG_INFO(MOD, "topology round %llu done: %zu accepted peers", (unsigned long long) st->round,
                      count_phase(st, CCOIP_MPHASE_ACCEPTED));
     else LOG_WARN(MOD, "topology round %llu failed: %s", (unsigned long long) st->round, why);
@@ -233,7 +274,7 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     }
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || !ccoip_madmit_eligible(c))) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED && (!admit || !eligible(c))) continue;
         if (group != ALL_GROUPS && c->peer_group != group) continue;
         c->in_round = true;
         c->round_ok = -1;
@@ -306,12 +347,12 @@ static void retry_round(ccoip_master_state_t *st, const char *why) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!c->in_round) continue;
-        if (c->sits_out) conclude(st, c, c->unreachable ? CCOIP_RESULT_UNREACHABLE : CCOIP_RESULT_FAILED);
+        if (c->admit.sits_out) conclude(st, c, c->admit.unreachable ? CCOIP_RESULT_UNREACHABLE : CCOIP_RESULT_FAILED);
         else left++;
     }
     if (left == 0) { /* only newcomers, all blamed: nobody to run it again for */
         st->round_active = false;
-        ccoip_madmit_end(st);
+        end_admission(st);
         return;
     }
     for (size_t i = 0; i < st->nclients; i++)
@@ -460,9 +501,9 @@ static void evaluate(ccoip_master_state_t *st) {
         }
         if (failed == NULL && !all) return;
         /* The first failure decides (the others' links are dropped at once, not awaited). */
-        ccoip_mclient_t *newcomer = failed == NULL ? NULL : ccoip_madmit_suspect(st, failed);
+        ccoip_mclient_t *newcomer = failed == NULL ? NULL : suspect(st, failed);
         if (newcomer != NULL) {
-            ccoip_madmit_blame(st, newcomer, failed->round_why);
+            blame(st, newcomer, failed->round_why);
             retry_round(st, "a newcomer could not be linked");
             return; /* a new round runs */
         }
@@ -470,12 +511,12 @@ static void evaluate(ccoip_master_state_t *st) {
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
     if (ccoip_mstate_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
-    size_t registered = ccoip_madmit_waiting(st);
+    size_t registered = waiting(st);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
         /* Nobody to vote: whoever is waiting is admitted at once (the very first peer). */
         for (size_t i = 0; i < st->nclients; i++)
-            if (ccoip_madmit_eligible(st->clients[i])) {
+            if (eligible(st->clients[i])) {
                 start_round(st, true, ALL_GROUPS);
                 break;
             }
@@ -888,7 +929,7 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
                                               st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED);
         for (size_t i = 0; i < st->nclients && !member_silent; i++)
             if (st->clients[i]->in_round && st->clients[i]->round_ok < 0)
-                ccoip_madmit_blame(st, st->clients[i], CCOIP_LINK_TIMEOUT);
+                blame(st, st->clients[i], CCOIP_LINK_TIMEOUT);
         if (member_silent) finish_round(st, false, "round timed out");
         else retry_round(st, "a newcomer did not report in time");
         evaluate(st); /* votes that came during the round */

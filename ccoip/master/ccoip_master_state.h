@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ccoip/master/ccoip_master_admit.h"
 #include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 
@@ -75,15 +76,12 @@ typedef struct ccoip_mclient_t {
     bool loopback;
     uint16_t p2p_port, ss_port, bench_port;
     bool dropped;
+    bool heard;   /* it sent a byte: not a silent connection to evict (ccoip_mauth_may_connect) */
     bool in_round;
     int round_ok; /* -1 not reported, 0 failed, 1 established */
     ccoip_uuid_t round_failed; /* round_ok 0: the neighbour it could not link with (P2P_ESTABLISHED) */
     uint8_t round_why;         /* ... and why (ccoip_link_why_t) */
-    /* A newcomer's admission (ccoip_master_admit.c): */
-    uint8_t link_fails; /* admission rounds that failed on its links */
-    uint8_t blame_why;  /* the last such failure (ccoip_link_why_t), for its TOPOLOGY_RESULT */
-    bool sits_out;      /* blamed in this admission: the rounds run again without it */
-    bool unreachable;   /* refused after opt.admit_tries failed rounds; waits for its close */
+    ccoip_madmit_t admit; /* a newcomer's failed admissions (ccoip_master_admit.h) */
     uint64_t connected_ms, last_seen_ms;
     ccoip_mcoll_t colls[CCOIP_MAX_COLLECTIVES];
     ccoip_mverdict_t verdicts[CCOIP_MASTER_VERDICTS]; /* a ring of the DONEs sent to it */
@@ -202,16 +200,6 @@ bool ccoip_mfp_admit(ccoip_master_state_t *st, ccoip_mclient_t *c, char *why, si
 void ccoip_mfp_on_leave(ccoip_mclient_t *c);
 void ccoip_mfp_free(ccoip_master_state_t *st);
 
-/* Admission (ccoip_master_admit.c): the newcomer a failed report of a round is blamed on (NULL:
- * a link between members failed); whether c may be in the next admission round; how many
- * newcomers wait (unreachable ones do not); blaming one (true: its last try, it is refused); the
- * end of an admission (the newcomers left out may take part again). */
-ccoip_mclient_t *ccoip_madmit_suspect(ccoip_master_state_t *st, ccoip_mclient_t *c);
-bool ccoip_madmit_eligible(const ccoip_mclient_t *c);
-size_t ccoip_madmit_waiting(const ccoip_master_state_t *st);
-bool ccoip_madmit_blame(ccoip_master_state_t *st, ccoip_mclient_t *n, uint8_t why);
-void ccoip_madmit_end(ccoip_master_state_t *st);
-
 /* Collectives (ccoip_master_coll.c): INIT and COMPLETE packets, and a member leaving. */
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init);
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done);
@@ -287,9 +275,12 @@ bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
 bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_auth_t *a);
 /* Whether a new connection from addr may be served: at most CCOIP_MAX_CONNECTIONS in all and
  * CCOIP_MAX_UNJOINED_PER_ADDR per address that have not joined yet (they also have only the
- * handshake timeout to do so). A refusal is logged at most every few seconds, with a count. */
+ * handshake timeout to do so); over the latter, the address's oldest connection that has sent
+ * nothing for CCOIP_EVICT_SILENT_MS is closed to make room, else the new one is refused. A
+ * refusal is logged at most every few seconds, with a count. */
 #define CCOIP_MAX_CONNECTIONS 8192
-#define CCOIP_MAX_UNJOINED_PER_ADDR 32
+#define CCOIP_MAX_UNJOINED_PER_ADDR 128 /* 64 peers behind one NAT may connect at once */
+#define CCOIP_EVICT_SILENT_MS 1000
 bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name);
 
 /* The four attributes as c would see them now. */

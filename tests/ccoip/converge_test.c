@@ -446,14 +446,14 @@ static void test_unreachable_newcomer(void) {
             CHECK_EQ_U64(round_status(i), CCOIP_RESULT_OK);
             CHECK_EQ_U64(last_of(i, CCOIP_PKT_M2C_TOPOLOGY_RESULT)->u.topology_result.world.global_world_size, 3);
         }
-        CHECK(!clients[3].sits_out); /* the next admission tries it again, */
+        CHECK(!clients[3].admit.sits_out); /* the next admission tries it again, */
         for (int i = 0; i < 3; i++) vote(i, CCOIP_PKT_C2M_VOTE_PENDING);
         const ccoip_packet_t *pr = last_of(0, CCOIP_PKT_M2C_PENDING_RESULT);
         REQUIRE(pr != NULL);
         CHECK_EQ_U64(pr->u.pending_result.pending, !last); /* ... until it is refused */
     }
     CHECK_EQ_U64(clients[3].phase, CCOIP_MPHASE_REGISTERED);
-    CHECK(clients[3].unreachable);
+    CHECK(clients[3].admit.unreachable);
 }
 
 /* The same when the newcomer reports first (its predecessor never dialled it), when it leaves
