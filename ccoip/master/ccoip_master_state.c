@@ -94,7 +94,7 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     p.u.topology_result.world = ccoip_mstate_world(st, c);
     p.u.topology_result.seen_addr = c->addr;
     p.u.topology_result.seen_port = c->p2p_port;
-    if (status == CCOIP_RESULT_FAILED || status == CCOIP_RESULT_UNREACHABLE) p.u.topology_result.why = c->admit.why;
+    if (c->admit.sits_out) p.u.topology_result.why = c->admit.why; /* the round failed on this newcomer */
     send_packet(st, c, &p);
 }
 

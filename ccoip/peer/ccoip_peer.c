@@ -14,7 +14,6 @@
 
 #define MOD "ccoip-peer"
 
-
 /* A relink whose round fails (a neighbour could not be reached) is voted again this often. */
 #define RELINK_TRIES 10
 
@@ -37,7 +36,7 @@ static void explain_unlinked(const ccoip_topology_result_t *r, const ccoip_p2p_e
 }
 
 static ccoip_round_outcome_t result_outcome(pcclComm_t *comm, const ccoip_topology_result_t *r,
-                                      const ccoip_p2p_established_t *mine) {
+                                            const ccoip_p2p_established_t *mine) {
     switch (r->status) {
     case CCOIP_RESULT_OK:
         ccoip_world_store(comm, &r->world);
