@@ -805,6 +805,32 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     ccoip_mss_evaluate_all(st); /* syncs and queries held for it go on */
 }
 
+/* c's report on its links in the round; false when it reported twice (a protocol violation). */
+static bool on_established(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_p2p_established_t *e) {
+    /* Late reports of a round that already ended are harmless: ignore them. */
+    if (!st->round_active || e->round != st->round || !c->in_round) return true;
+    if (c->round_ok >= 0) return false;
+    c->round_ok = e->ok;
+    c->round_failed = e->failed;
+    c->round_why = e->why;
+    if (!c->round_ok) LOG_WARN(MOD, "%s could not link with a ring neighbour: %s", c->name, ccoip_link_why_str(e->why));
+    evaluate(st);
+    return true;
+}
+
+/* The active round ran over its time: silent newcomers are blamed and it runs again without them;
+ * a silent member fails it for everyone. */
+static void round_timed_out(ccoip_master_state_t *st) {
+    bool member_silent = false;
+    for (size_t i = 0; i < st->nclients; i++)
+        member_silent = member_silent || (st->clients[i]->in_round && st->clients[i]->round_ok < 0 &&
+                                          st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED);
+    for (size_t i = 0; i < st->nclients && !member_silent; i++)
+        if (st->clients[i]->in_round && st->clients[i]->round_ok < 0) blame(st, st->clients[i], CCOIP_LINK_TIMEOUT);
+    if (member_silent) finish_round(st, false, "round timed out");
+    else retry_round(st, "a newcomer did not report in time");
+}
+
 void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms) {
     if (c->dropped) return;
     st->now_ms = now_ms;
@@ -888,15 +914,7 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         ccoip_mss_on_abort(st, c);
         return;
     case CCOIP_PKT_C2M_P2P_ESTABLISHED:
-        /* Late reports of a round that already ended are harmless: ignore them. */
-        if (!st->round_active || p->u.p2p_established.round != st->round || !c->in_round) return;
-        if (c->round_ok >= 0) break;
-        c->round_ok = p->u.p2p_established.ok;
-        c->round_failed = p->u.p2p_established.failed;
-        c->round_why = p->u.p2p_established.why;
-        if (!c->round_ok) LOG_WARN(MOD, "%s could not link with a ring neighbour: %s", c->name,
-                                   ccoip_link_why_str(c->round_why));
-        evaluate(st);
+        if (!on_established(st, c, &p->u.p2p_established)) break;
         return;
     default: break;
     }
@@ -922,16 +940,7 @@ void ccoip_mstate_tick(ccoip_master_state_t *st, uint64_t now_ms) {
         i = 0; /* dropping removes c and may change the table: start over (rare) */
     }
     if (st->round_active && now_ms - st->round_started_ms > st->opt.round_timeout_ms) {
-        /* Silent newcomers are blamed; a silent member fails the round for everyone. */
-        bool member_silent = false;
-        for (size_t i = 0; i < st->nclients; i++)
-            member_silent = member_silent || (st->clients[i]->in_round && st->clients[i]->round_ok < 0 &&
-                                              st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED);
-        for (size_t i = 0; i < st->nclients && !member_silent; i++)
-            if (st->clients[i]->in_round && st->clients[i]->round_ok < 0)
-                blame(st, st->clients[i], CCOIP_LINK_TIMEOUT);
-        if (member_silent) finish_round(st, false, "round timed out");
-        else retry_round(st, "a newcomer did not report in time");
+        round_timed_out(st);
         evaluate(st); /* votes that came during the round */
     }
     if (!st->round_active && st->first_rejoin_ms != 0 && !st->grace_over &&
