@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,4 +293,28 @@ void h_raise_fd_limit(void) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+int h_sh(const char *fmt, ...) {
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+bool h_spawn_in_netns(h_proc_t *p, const char *ns, char *const argv[]) {
+    static char *const where[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
+    char *ip = "ip";
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
+        if (access(where[i], X_OK) == 0) {
+            ip = where[i];
+            break;
+        }
+    char *all[16] = {ip, "netns", "exec", (char *) ns};
+    int n = 4;
+    for (int i = 0; argv[i] != NULL && n < 15; i++) all[n++] = argv[i];
+    all[n] = NULL;
+    return h_spawn(p, all);
 }

@@ -31,6 +31,12 @@ int h_start_master(h_proc_t *m, const char *bin, const char *const *extra);
 
 bool h_start_peer(h_proc_t *p, const char *bin, int master_port, int group);
 
+/* For tests in network namespaces they make: a printf-formatted shell command (its exit status,
+ * as system() returns it), and h_spawn inside namespace `ns` (`ip netns exec`, ip(8) looked up
+ * in the sbin directories, which a test's PATH may lack). */
+int h_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool h_spawn_in_netns(h_proc_t *p, const char *ns, char *const argv[]);
+
 bool h_send(h_proc_t *p, const char *line);
 
 /* Reads one line into out (without newline). False on timeout or EOF. */

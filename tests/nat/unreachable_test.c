@@ -16,7 +16,6 @@
  * their median step. Needs root, iproute2 and iptables: otherwise SKIPPED (passes).
  *   unreachable_test PCCL_MASTER RESTART_PEER */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,72 +32,51 @@
 static char prefix[32];
 static bool made;
 
-static int sh(const char *fmt, ...) {
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
-
 static const char *const hosts[] = {"h0", "h1", "h2", "fw", "rt", "n0"};
 
 static void cleanup(void) {
     if (!made) return;
-    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) sh("ip netns del %s%s 2>/dev/null", prefix, hosts[i]);
-    sh("ip netns del %ssw 2>/dev/null", prefix);
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) h_sh("ip netns del %s%s 2>/dev/null", prefix, hosts[i]);
+    h_sh("ip netns del %ssw 2>/dev/null", prefix);
 }
 
 /* A host on the public bridge at 10.79.0.<last>. */
 static bool public_host(const char *name, int last) {
     const char *p = prefix;
-    return sh("ip netns add %s%s", p, name) == 0 &&
-           sh("ip link add eth0 netns %s%s type veth peer name v%s netns %ssw", p, name, name, p) == 0 &&
-           sh("ip -n %ssw link set v%s master br0 && ip -n %ssw link set v%s up", p, name, p, name) == 0 &&
-           sh("ip -n %s%s addr add 10.79.0.%d/24 dev eth0 && ip -n %s%s link set eth0 up && "
-              "ip -n %s%s link set lo up",
-              p, name, last, p, name, p, name) == 0;
+    return h_sh("ip netns add %s%s", p, name) == 0 &&
+           h_sh("ip link add eth0 netns %s%s type veth peer name v%s netns %ssw", p, name, name, p) == 0 &&
+           h_sh("ip -n %ssw link set v%s master br0 && ip -n %ssw link set v%s up", p, name, p, name) == 0 &&
+           h_sh("ip -n %s%s addr add 10.79.0.%d/24 dev eth0 && ip -n %s%s link set eth0 up && "
+                "ip -n %s%s link set lo up",
+                p, name, last, p, name, p, name) == 0;
 }
 
 static bool setup(void) {
     const char *p = prefix;
     snprintf(prefix, sizeof prefix, "nu%d", (int) getpid());
-    if (sh("ip netns add %ssw 2>/dev/null", p) != 0) return false;
+    if (h_sh("ip netns add %ssw 2>/dev/null", p) != 0) return false;
     made = true;
-    if (sh("ip -n %ssw link add br0 type bridge && ip -n %ssw link set br0 up", p, p) != 0) return false;
+    if (h_sh("ip -n %ssw link add br0 type bridge && ip -n %ssw link set br0 up", p, p) != 0) return false;
     if (!public_host("h0", 1) || !public_host("h1", 2) || !public_host("fw", 3) || !public_host("h2", 4) ||
         !public_host("rt", 10))
         return false;
     /* The firewall: no inbound connection may open (the master link is outbound: it works). */
-    if (sh("ip netns exec %sfw iptables -A INPUT -p tcp --syn -j DROP", p) != 0) return false;
+    if (h_sh("ip netns exec %sfw iptables -A INPUT -p tcp --syn -j DROP", p) != 0) return false;
     /* The NAT router and its private LAN. */
-    return sh("ip netns add %sn0", p) == 0 &&
-           sh("ip link add eth1 netns %srt type veth peer name eth0 netns %sn0", p, p) == 0 &&
-           sh("ip -n %srt addr add 192.168.79.1/24 dev eth1 && ip -n %srt link set eth1 up", p, p) == 0 &&
-           sh("ip -n %sn0 addr add 192.168.79.2/24 dev eth0 && ip -n %sn0 link set eth0 up && "
-              "ip -n %sn0 link set lo up && ip -n %sn0 route add default via 192.168.79.1",
-              p, p, p, p) == 0 &&
-           sh("ip netns exec %srt sysctl -qw net.ipv4.ip_forward=1", p) == 0 &&
-           sh("ip netns exec %srt iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE", p) == 0;
-}
-
-/* The harness execs without a PATH search: find ip(8) ourselves. */
-static char *ip_path(void) {
-    static char *const where[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
-    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
-        if (access(where[i], X_OK) == 0) return where[i];
-    return "ip";
+    return h_sh("ip netns add %sn0", p) == 0 &&
+           h_sh("ip link add eth1 netns %srt type veth peer name eth0 netns %sn0", p, p) == 0 &&
+           h_sh("ip -n %srt addr add 192.168.79.1/24 dev eth1 && ip -n %srt link set eth1 up", p, p) == 0 &&
+           h_sh("ip -n %sn0 addr add 192.168.79.2/24 dev eth0 && ip -n %sn0 link set eth0 up && "
+                "ip -n %sn0 link set lo up && ip -n %sn0 route add default via 192.168.79.1",
+                p, p, p, p) == 0 &&
+           h_sh("ip netns exec %srt sysctl -qw net.ipv4.ip_forward=1", p) == 0 &&
+           h_sh("ip netns exec %srt iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE", p) == 0;
 }
 
 static bool spawn_in(h_proc_t *proc, const char *host, char *const *args) {
     char ns[48];
     snprintf(ns, sizeof ns, "%s%s", prefix, host);
-    char *argv[16] = {ip_path(), "netns", "exec", ns};
-    int n = 4;
-    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return h_spawn(proc, argv);
+    return h_spawn_in_netns(proc, ns, args);
 }
 
 static long now_ms(void) {

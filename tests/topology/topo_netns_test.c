@@ -11,7 +11,6 @@
  * optimisation, runs more all-reduces and prints CSV rows (name,value,unit,baseline,ratio) on
  * stdout; its other lines go to stderr. */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,66 +25,45 @@ static const int succ[N] = {2, 3, 1, 0}; /* the fast edge out of each host: 0->2
 static char prefix[32];
 static bool made;
 
-static int sh(const char *fmt, ...) {
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return system(cmd);
-}
-
 static void cleanup(void) {
     if (!made) return;
-    for (int i = 0; i < N; i++) sh("ip netns del %sh%d 2>/dev/null", prefix, i);
-    sh("ip netns del %ssw 2>/dev/null", prefix);
+    for (int i = 0; i < N; i++) h_sh("ip netns del %sh%d 2>/dev/null", prefix, i);
+    h_sh("ip netns del %ssw 2>/dev/null", prefix);
 }
 
 static bool setup(void) {
     snprintf(prefix, sizeof prefix, "tp%d", (int) getpid());
-    if (sh("ip netns add %ssw 2>/dev/null", prefix) != 0) return false;
+    if (h_sh("ip netns add %ssw 2>/dev/null", prefix) != 0) return false;
     made = true;
-    if (sh("ip -n %ssw link add br0 type bridge && ip -n %ssw link set br0 up", prefix, prefix) != 0) return false;
+    if (h_sh("ip -n %ssw link add br0 type bridge && ip -n %ssw link set br0 up", prefix, prefix) != 0) return false;
     for (int i = 0; i < N; i++) {
         const char *p = prefix;
-        if (sh("ip netns add %sh%d", p, i) != 0) return false;
-        if (sh("ip link add eth0 netns %sh%d type veth peer name p%d netns %ssw", p, i, i, p) != 0) return false;
-        if (sh("ip -n %ssw link set p%d master br0 && ip -n %ssw link set p%d up", p, i, p, i) != 0) return false;
-        if (sh("ip -n %sh%d addr add 10.77.0.%d/24 dev eth0 && ip -n %sh%d link set eth0 gso_max_size 32000 && "
-               "ip -n %sh%d link set eth0 up && ip -n %sh%d link set lo up",
-               p, i, i + 1, p, i, p, i, p, i) != 0)
+        if (h_sh("ip netns add %sh%d", p, i) != 0) return false;
+        if (h_sh("ip link add eth0 netns %sh%d type veth peer name p%d netns %ssw", p, i, i, p) != 0) return false;
+        if (h_sh("ip -n %ssw link set p%d master br0 && ip -n %ssw link set p%d up", p, i, p, i) != 0) return false;
+        if (h_sh("ip -n %sh%d addr add 10.77.0.%d/24 dev eth0 && ip -n %sh%d link set eth0 gso_max_size 32000 && "
+                 "ip -n %sh%d link set eth0 up && ip -n %sh%d link set lo up",
+                 p, i, i + 1, p, i, p, i, p, i) != 0)
             return false;
         /* 1:10 fast towards succ[i], 1:20 (default) slow towards everyone else; 1:30 small
          * packets (pure ACKs), so that a slow class full of data does not starve the ACKs of a
          * fast stream coming in (access links with fq do the same). */
-        if (sh("tc -n %sh%d qdisc add dev eth0 root handle 1: htb default 20 r2q 1000 && "
-               "tc -n %sh%d class add dev eth0 parent 1: classid 1:10 htb rate 400mbit burst 64k cburst 64k && "
-               "tc -n %sh%d class add dev eth0 parent 1: classid 1:20 htb rate 50mbit burst 32k cburst 32k && "
-               "tc -n %sh%d class add dev eth0 parent 1: classid 1:30 htb rate 100mbit burst 32k cburst 32k prio 0 && "
-               "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 0 0xff80 at 2 flowid 1:30 && "
-               "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.77.0.%d/32 flowid 1:10",
-               p, i, p, i, p, i, p, i, p, i, p, i, succ[i] + 1) != 0)
+        if (h_sh("tc -n %sh%d qdisc add dev eth0 root handle 1: htb default 20 r2q 1000 && "
+                 "tc -n %sh%d class add dev eth0 parent 1: classid 1:10 htb rate 400mbit burst 64k cburst 64k && "
+                 "tc -n %sh%d class add dev eth0 parent 1: classid 1:20 htb rate 50mbit burst 32k cburst 32k && "
+                 "tc -n %sh%d class add dev eth0 parent 1: classid 1:30 htb rate 100mbit burst 32k cburst 32k prio 0 && "
+                 "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 0 0xff80 at 2 flowid 1:30 && "
+                 "tc -n %sh%d filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.77.0.%d/32 flowid 1:10",
+                 p, i, p, i, p, i, p, i, p, i, p, i, succ[i] + 1) != 0)
             return false;
     }
     return true;
 }
 
-/* The harness execs without a PATH search: find ip(8) ourselves. */
-static char *ip_path(void) {
-    static char *const where[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
-    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
-        if (access(where[i], X_OK) == 0) return where[i];
-    return "ip";
-}
-
 static bool spawn_in(h_proc_t *proc, int host, char *const *args) {
     char ns[48];
     snprintf(ns, sizeof ns, "%sh%d", prefix, host);
-    char *argv[16] = {ip_path(), "netns", "exec", ns};
-    int n = 4;
-    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return h_spawn(proc, argv);
+    return h_spawn_in_netns(proc, ns, args);
 }
 
 static double now_ms(void) {
