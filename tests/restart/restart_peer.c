@@ -9,8 +9,11 @@
  *   "error CALL RESULT"              a call failed (the loop then updates the topology)
  *   "connect RESULT"                 pcclConnect returned (exit 5 unless RESULT is 0)
  *   "done STEP rev REV hash HASH"    at the end (exit 0)
- *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3) */
+ *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3)
+ *   "paused STEP"                    RESTART_PEER_PAUSE=SHARD:STEP named this peer and step: it
+ *                                    stops itself (SIGSTOP) between two steps, in no call */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,16 @@ static uint64_t fnv(const void *p, size_t n) {
 static void print_call(const char *call, pcclResult_t r, int world, const float *data) {
     printf("call %u %s %d %d %016" PRIx64 "\n", step, call, (int) r, world, fnv(data, sizeof w));
     fflush(stdout);
+}
+
+/* RESTART_PEER_PAUSE=SHARD:STEP: the test holds this peer at a known point (verdict_test). */
+static void maybe_pause(int shard) {
+    const char *v = getenv("RESTART_PEER_PAUSE");
+    int s, at;
+    if (v == NULL || sscanf(v, "%d:%d", &s, &at) != 2 || s != shard || (uint32_t) at != step) return;
+    printf("paused %u\n", step);
+    fflush(stdout);
+    raise(SIGSTOP);
 }
 
 static void update_topology(pcclComm_t *comm, const char *call, pcclResult_t why) {
@@ -120,6 +133,7 @@ int main(int argc, char **argv) {
         step++;
         printf("step %u rev %" PRIu64 " hash %016" PRIx64 "\n", step, last_rev, fnv(w, sizeof w));
         fflush(stdout);
+        maybe_pause(shard);
     }
     printf("done %u rev %" PRIu64 " hash %016" PRIx64 "\n", step, last_rev, fnv(w, sizeof w));
     fflush(stdout);

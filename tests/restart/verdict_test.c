@@ -10,7 +10,12 @@
  *      hears in the REJOINs that every member got the election);
  *   4. the shared-state RESULT (the election) sent to two members: all four syncs fail;
  *   5. a live member not left out: two members are stopped while the master restarts and come
- *      back 150 ms after the other two rejoined: no step runs without them. */
+ *      back 150 ms after the other two rejoined: no step runs without them;
+ *   6. a member that rejoins while the restarted master's first topology round runs (issue 29, 2):
+ *      one member stops itself between two steps, the master is killed and restarted, the other
+ *      three rejoin and vote, one of them is stopped so that their round (after the rejoin grace)
+ *      stays open, the first comes back during it: every peer finishes, nobody hangs in a
+ *      collective that another member was refused. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +104,66 @@ static int left_out_case(void) {
     return ok ? 0 : 1;
 }
 
+/* The master log's text, or NULL. */
+static char *read_log(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NULL;
+    static char buf[1 << 18];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* The k-th (from 0) occurrence of needle in text, or NULL. */
+static const char *nth(const char *text, const char *needle, int k) {
+    const char *at = text;
+    for (; (at = strstr(at, needle)) != NULL; at++)
+        if (k-- == 0) return at;
+    return NULL;
+}
+
+/* The scenario of case 6 happened: the 4th REJOIN came after a round of 3 started and before it
+ * ended (so the test holds without the fix too, where it hangs instead). */
+static bool rejoined_in_round(const char *log_path) {
+    const char *log = read_log(log_path);
+    const char *start = log ? strstr(log, ": 3 participants") : NULL;
+    const char *fourth = log ? nth(log, "rejoined", 3) : NULL;
+    const char *done = start ? strstr(start, " done: ") : NULL;
+    bool in = start != NULL && fourth != NULL && fourth > start && (done == NULL || fourth < done);
+    if (!in) fprintf(stderr, "verdict: the 4th member did not rejoin during the round of 3\n");
+    return in;
+}
+
+static int rejoin_in_round_case(void) {
+    rr_run_t r;
+    setenv("RESTART_PEER_PAUSE", "3:2", 1);
+    bool ok = begin(&r, NULL);
+    unsetenv("RESTART_PEER_PAUSE");
+    ok = ok && rr_pump(&r, 60000, "paused ", 3, 2) >= 0;
+    if (ok) {
+        rr_pump(&r, 500, NULL, -1, 0); /* the three wait in step 2's sync for the fourth */
+        h_kill(&r.master, SIGKILL);
+        h_wait(&r.master, 5000);
+        rr_pump(&r, 300, NULL, -1, 0);
+        ok = rr_start_master(&r, NULL) && h_await_log(r.log, "rejoined", 3, 20000);
+    }
+    if (ok) {
+        rr_pump(&r, 1500, NULL, -1, 0); /* their votes are in (3 s grace from the first REJOIN) */
+        h_kill(&r.peers[2].proc, SIGSTOP);
+        ok = h_await_log(r.log, ": 3 participants", 1, 20000);
+        h_kill(&r.peers[3].proc, SIGCONT);
+        ok = ok && h_await_log(r.log, "rejoined", 4, 20000);
+        h_kill(&r.peers[2].proc, SIGCONT);
+        ok = ok && rejoined_in_round(r.log);
+    }
+    ok = ok && rr_finish(&r, 60000) && rr_same_calls(&r) && whole_group(&r);
+    printf("verdict: rejoined during the first round: %s\n", ok ? "every peer finished alike" : "FAILED");
+    if (!ok) rr_dump(&r);
+    rr_stop(&r);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     master_bin = argv[1];
@@ -111,5 +176,6 @@ int main(int argc, char **argv) {
     bad += hook_case("sync DONE to two of four", "M2C_SHARED_STATE_DONE:2", "sync", true);
     bad += hook_case("sync RESULT to two of four", "M2C_SHARED_STATE_RESULT:2", "sync", false);
     bad += left_out_case();
+    bad += rejoin_in_round_case();
     return bad ? 1 : 0;
 }
