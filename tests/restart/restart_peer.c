@@ -11,7 +11,8 @@
  *   "done STEP rev REV hash HASH"    at the end (exit 0)
  *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3)
  *   "paused STEP"                    RESTART_PEER_PAUSE=SHARD:STEP named this peer and step: it
- *                                    stops itself (SIGSTOP) between two steps, in no call */
+ *                                    stops itself (SIGSTOP) between two steps, in no call
+ * RESTART_PEER_DRIFT=SHARD starts that peer with other weights: its first sync fetches them. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,6 +92,9 @@ int main(int argc, char **argv) {
     pcclSharedState_t state = {.revision = 0, .count = 2, .infos = infos};
     pcclReduceDescriptor_t avg = {.count = N, .op = pcclAvg, .src_descriptor = {.datatype = pcclFloat},
                                   .quantization_options = {.quantized_datatype = pcclFloat}};
+    const char *drift = getenv("RESTART_PEER_DRIFT");
+    if (drift != NULL && atoi(drift) == shard)
+        for (uint32_t i = 0; i < N; i++) w[i] = 1.0f;
     uint64_t last_rev = 0;
     while (step < steps) {
         bool pending;

@@ -15,7 +15,10 @@
  *      one member stops itself between two steps, the master is killed and restarted, the other
  *      three rejoin and vote, one of them is stopped so that their round (after the rejoin grace)
  *      stays open, the first comes back during it: every peer finishes, nobody hangs in a
- *      collective that another member was refused. */
+ *      collective that another member was refused;
+ *   7. the master dies while a member fetches: one member starts with other weights, the master
+ *      ends itself right after the first sync's last RESULT: the fetch runs on without it and all
+ *      four syncs succeed with the same bytes. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,5 +180,8 @@ int main(int argc, char **argv) {
     bad += hook_case("sync RESULT to two of four", "M2C_SHARED_STATE_RESULT:2", "sync", false);
     bad += left_out_case();
     bad += rejoin_in_round_case();
+    setenv("RESTART_PEER_DRIFT", "3", 1);
+    bad += hook_case("during a fetch", "M2C_SHARED_STATE_RESULT:4", "sync", true);
+    unsetenv("RESTART_PEER_DRIFT");
     return bad ? 1 : 0;
 }
