@@ -3,7 +3,7 @@
  * refusal names the address; the client gets a refusal it can report, never a silent close. */
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_auth.h"
 #include "log/log.h"
 
 #define MOD "ccoip-master"
@@ -78,7 +78,7 @@ bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_
      * not lock them out until its connections' handshake timeout, so its oldest goes instead. */
     ccoip_mclient_t *squatter = unjoined >= CCOIP_MAX_UNJOINED_PER_ADDR ? oldest_silent(st, addr) : NULL;
     if (squatter != NULL && st->nclients < CCOIP_MAX_CONNECTIONS) {
-        ccoip_mstate_drop(st, squatter, "evicted for a new connection: the oldest silent one of its address");
+        st->machine.drop(st, squatter, "evicted for a new connection: the oldest silent one of its address");
         return true;
     }
     const char *why = st->nclients >= CCOIP_MAX_CONNECTIONS ? "too many connections"

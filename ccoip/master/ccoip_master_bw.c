@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_bw.h"
 #include "ccoip/master/ccoip_master_topo.h"
 #include "log/log.h"
 
@@ -119,7 +119,7 @@ static void send_result(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t st
     p.type = CCOIP_PKT_M2C_TOPOLOGY_RESULT;
     p.u.topology_result.round = st->round;
     p.u.topology_result.status = status;
-    p.u.topology_result.world = ccoip_mstate_world(st, c);
+    p.u.topology_result.world = ccoip_members_world(st, c);
     send_to(st, c, &p);
 }
 
@@ -276,7 +276,7 @@ static void finish(ccoip_master_state_t *st) {
     size_t n = m->n;
     m->members = NULL; /* kept for the answers below; end_session must not free it yet */
     end_session(m);
-    if (relink) ccoip_mstate_relink(st); /* its TOPOLOGY_RESULT ends the members' calls */
+    if (relink) st->machine.relink(st); /* its TOPOLOGY_RESULT ends the members' calls */
     else
         for (size_t i = 0; i < n; i++) send_result(st, members[i], CCOIP_RESULT_OK);
     free(members);
@@ -374,7 +374,7 @@ void ccoip_mbw_start(ccoip_master_state_t *st) {
 void ccoip_mbw_on_report(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_bench_report_t *r) {
     struct ccoip_mbw_t *m = st->bw;
     if (m == NULL || r->session > m->session) {
-        ccoip_mstate_reject(st, c, "protocol violation: bandwidth report for a session that never was");
+        st->machine.reject(st, c, "protocol violation: bandwidth report for a session that never was");
         return;
     }
     if (!m->active || r->session != m->session) return; /* late: that session already ended */
@@ -384,7 +384,7 @@ void ccoip_mbw_on_report(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
     const ccoip_mclient_t *t = m->asked[i];
     if (r->step != m->step || m->reported[i] || r->count != (t != NULL ? 1u : 0u) ||
         (t != NULL && memcmp(r->results[0].uuid.b, t->uuid.b, 16) != 0)) {
-        ccoip_mstate_reject(st, c, "protocol violation: bandwidth report does not answer the request");
+        st->machine.reject(st, c, "protocol violation: bandwidth report does not answer the request");
         return;
     }
     m->reported[i] = true;

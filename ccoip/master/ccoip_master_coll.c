@@ -5,7 +5,7 @@
  * member's watchdog (C2M_COLLECTIVE_ABORT) ends the collective for its group with TIMEOUT. */
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_coll.h"
 #include "log/log.h"
 #include "reduce/reduce.h"
 
@@ -155,7 +155,7 @@ void ccoip_mcoll_refuse_waiting(ccoip_master_state_t *st, uint32_t group) {
 void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_init_t *init) {
     if (find(c, init->tag) != NULL) {
         LOG_WARN(MOD, "%s started collective %llu twice", c->name, (unsigned long long) init->tag);
-        ccoip_mstate_reject(st, c, "protocol violation: collective tag already in flight");
+        st->machine.reject(st, c, "protocol violation: collective tag already in flight");
         return;
     }
     if (c->ring_stale) { /* its group changed since the last round: no ring to run on, say so now */
@@ -168,7 +168,7 @@ void ccoip_mcoll_on_init(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
         evaluate(st, c->peer_group, init->tag);
         return;
     }
-    ccoip_mstate_reject(st, c, "protocol violation: too many collectives in flight");
+    st->machine.reject(st, c, "protocol violation: too many collectives in flight");
 }
 
 void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_complete_t *done) {
@@ -178,7 +178,7 @@ void ccoip_mcoll_on_complete(ccoip_master_state_t *st, ccoip_mclient_t *c, const
         return;
     }
     if (e == NULL || e->phase != CCOIP_MCOLL_RUNNING) {
-        ccoip_mstate_reject(st, c, "protocol violation: completed a collective that is not running");
+        st->machine.reject(st, c, "protocol violation: completed a collective that is not running");
         return;
     }
     e->phase = CCOIP_MCOLL_COMPLETED;
@@ -275,7 +275,7 @@ void ccoip_mcoll_on_abort(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
         default: break;
         }
     }
-    if (waiting) ccoip_mstate_refuse_votes(st, group);
+    if (waiting) st->machine.refuse_votes(st, group);
 }
 
 void ccoip_mcoll_keep_verdicts(const ccoip_mclient_t *c, ccoip_mverdict_t *out) {
@@ -294,7 +294,7 @@ void ccoip_mcoll_keep_verdicts(const ccoip_mclient_t *c, ccoip_mverdict_t *out) 
 }
 
 void ccoip_mcoll_on_query(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_collective_abort_t *q) {
-    const ccoip_mverdict_t *v = ccoip_mstate_gone_verdict(st, &c->uuid, q->tag);
+    const ccoip_mverdict_t *v = ccoip_members_gone_verdict(st, &c->uuid, q->tag);
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_COLLECTIVE_DONE;

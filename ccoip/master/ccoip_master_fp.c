@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_fp.h"
 #include "fingerprint/fingerprint.h"
 #include "log/log.h"
 

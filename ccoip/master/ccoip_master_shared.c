@@ -1,5 +1,5 @@
 /* ccoip_master_shared.c: the master's side of pcclSynchronizeSharedState. No I/O: answers go out
- * through st->send, kicks through ccoip_mstate_reject.
+ * through st->send, kicks through st->machine.reject.
  *
  * A sync is a collective of the accepted members of one peer group. When every member has sent
  * C2M_SHARED_STATE_SYNC, the master checks revisions and tensor sets, elects the most popular
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_shared.h"
 #include "log/log.h"
 
 #define MOD "ccoip-master"
@@ -382,7 +382,7 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
         free(m[i].serve);
     }
     free(m);
-    for (size_t i = 0; i < nkick; i++) ccoip_mstate_reject(st, kick[i].c, kick[i].why);
+    for (size_t i = 0; i < nkick; i++) st->machine.reject(st, kick[i].c, kick[i].why);
     free(kick);
 }
 
@@ -421,7 +421,7 @@ static void evaluate(ccoip_master_state_t *st, uint32_t group) {
     if (members == 0) return;
     /* After a restart, not before the members named as ring successors are back (or the grace is
      * over): the two that rejoined first must not sync without the other two (issue 29, 3). */
-    if (waiting == members && !ccoip_mstate_awaiting_rejoins(st)) elect(st, group);
+    if (waiting == members && !ccoip_members_awaiting_rejoins(st)) elect(st, group);
     else if (done > 0 && answered == 0) finish(st, group);
 }
 
@@ -439,7 +439,7 @@ static bool got_result(const ccoip_mclient_t *m, uint64_t rev) {
  * DONEs told the rest success. A member without it failed its call (pcclMasterConnectionFailed),
  * so the queriers fail too. Decided once the members are back (the rejoin grace). */
 static void answer_queries(ccoip_master_state_t *st) {
-    if (ccoip_mstate_awaiting_rejoins(st)) return;
+    if (ccoip_members_awaiting_rejoins(st)) return;
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (!c->querying) continue;
@@ -515,20 +515,20 @@ bool ccoip_mss_restore(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t la
 void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_sync_t *req) {
     if (c->ss == NULL) c->ss = calloc(1, sizeof *c->ss);
     if (c->ss == NULL) {
-        ccoip_mstate_reject(st, c, "out of memory for its shared-state request");
+        st->machine.reject(st, c, "out of memory for its shared-state request");
         return;
     }
     if (c->ss->phase != SS_IDLE) {
-        ccoip_mstate_reject(st, c, "protocol violation: a shared-state sync while its previous one runs");
+        st->machine.reject(st, c, "protocol violation: a shared-state sync while its previous one runs");
         return;
     }
-    if (ccoip_mstate_group_votes(st, c->peer_group)) { /* a member is in a vote: it wins */
+    if (ccoip_members_group_votes(st, c->peer_group)) { /* a member is in a vote: it wins */
         refuse_sync(st, c);
         return;
     }
     if (!copy_req(c->ss, req)) {
         free_req(&c->ss->req);
-        ccoip_mstate_reject(st, c, "out of memory for its shared-state request");
+        st->machine.reject(st, c, "out of memory for its shared-state request");
         return;
     }
     c->ss->phase = SS_WAITING;
@@ -538,7 +538,7 @@ void ccoip_mss_on_sync(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip
 
 void ccoip_mss_on_done(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_ss_done_t *done) {
     if (phase_of(c) != SS_ANSWERED) {
-        ccoip_mstate_reject(st, c, "protocol violation: shared-state DONE without a sync in progress");
+        st->machine.reject(st, c, "protocol violation: shared-state DONE without a sync in progress");
         return;
     }
     c->ss->phase = SS_DONE;

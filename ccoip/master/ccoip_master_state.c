@@ -20,10 +20,14 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->strict_revisions = ccoip_strict(getenv("PCCL_STRICT"), "revision");
 }
 
+static void relink(ccoip_master_state_t *st);
+static void refuse_votes(ccoip_master_state_t *st, uint32_t group);
+
 void ccoip_mstate_init(ccoip_master_state_t *st, const ccoip_master_options_t *opt) {
     memset(st, 0, sizeof *st);
     if (opt != NULL) st->opt = *opt;
     else ccoip_master_default_options(&st->opt);
+    st->machine = (ccoip_machine_t){ccoip_mstate_drop, ccoip_mstate_reject, relink, refuse_votes};
 }
 
 void ccoip_mstate_free(ccoip_master_state_t *st) {
@@ -56,29 +60,6 @@ static void send_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoi
     if (!st->shutting_down) st->send(st->ctx, c, p);
 }
 
-ccoip_world_t ccoip_mstate_world(const ccoip_master_state_t *st, const ccoip_mclient_t *c) {
-    ccoip_world_t w = {0, 0, 0, 0};
-    for (size_t i = 0; i < st->nclients; i++) {
-        const ccoip_mclient_t *a = st->clients[i];
-        if (a->phase != CCOIP_MPHASE_ACCEPTED) continue;
-        w.global_world_size++;
-        if (a->peer_group == c->peer_group) w.group_world_size++;
-        /* Count a group when we meet its first accepted member, and measure it then. */
-        bool first = true;
-        uint32_t size = 0;
-        for (size_t k = 0; k < st->nclients; k++) {
-            const ccoip_mclient_t *b = st->clients[k];
-            if (b->phase != CCOIP_MPHASE_ACCEPTED || b->peer_group != a->peer_group) continue;
-            if (k < i) first = false;
-            size++;
-        }
-        if (!first) continue;
-        w.num_groups++;
-        if (size > w.largest_group_world_size) w.largest_group_world_size = size;
-    }
-    return w;
-}
-
 static size_t count_phase(const ccoip_master_state_t *st, ccoip_mphase_t phase) {
     size_t n = 0;
     for (size_t i = 0; i < st->nclients; i++) n += st->clients[i]->phase == phase;
@@ -91,7 +72,7 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     p.type = CCOIP_PKT_M2C_TOPOLOGY_RESULT;
     p.u.topology_result.round = st->round;
     p.u.topology_result.status = status;
-    p.u.topology_result.world = ccoip_mstate_world(st, c);
+    p.u.topology_result.world = ccoip_members_world(st, c);
     p.u.topology_result.seen_addr = c->addr;
     p.u.topology_result.seen_port = c->p2p_port;
     if (c->admit.sits_out) p.u.topology_result.why = c->admit.why; /* the round failed on this newcomer */
@@ -215,11 +196,6 @@ static bool same_address(const ccoip_inet_address_t *a, const ccoip_inet_address
     return a->protocol == inetIPv4 ? memcmp(a->ipv4.data, b->ipv4.data, 4) == 0 : memcmp(a->ipv6.data, b->ipv6.data, 16) == 0;
 }
 
-static bool uuid_zero(const ccoip_uuid_t *u) {
-    static const ccoip_uuid_t zero;
-    return memcmp(u, &zero, sizeof zero) == 0;
-}
-
 static ccoip_mclient_t *find_uuid(ccoip_master_state_t *st, const ccoip_uuid_t *u) {
     for (size_t i = 0; i < st->nclients; i++)
         if (memcmp(&st->clients[i]->uuid, u, sizeof *u) == 0 && st->clients[i]->phase >= CCOIP_MPHASE_GREETED)
@@ -233,7 +209,7 @@ static ccoip_mclient_t *find_uuid(ccoip_master_state_t *st, const ccoip_uuid_t *
  * it. The successors are used once. */
 static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring, size_t n) {
     bool any = false;
-    for (size_t i = 0; i < n; i++) any = any || !uuid_zero(&ring[i]->next);
+    for (size_t i = 0; i < n; i++) any = any || !ccoip_members_uuid_zero(&ring[i]->next);
     if (!any || n == 0) return;
     ccoip_mclient_t **order = malloc(n * sizeof *order);
     if (order == NULL) return; /* the connection order is a valid ring too */
@@ -245,7 +221,7 @@ static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring,
             c->in_round = true;
             order[k++] = c;
             ccoip_mclient_t *next = NULL;
-            for (size_t j = 0; j < n && !uuid_zero(&c->next); j++)
+            for (size_t j = 0; j < n && !ccoip_members_uuid_zero(&c->next); j++)
                 if (memcmp(&ring[j]->uuid, &c->next, sizeof c->next) == 0) next = ring[j];
             c = next != NULL && next->peer_group == c->peer_group ? next : NULL;
         }
@@ -370,18 +346,13 @@ static void send_pending_result(ccoip_master_state_t *st, ccoip_mclient_t *c, ui
     send_packet(st, c, &p);
 }
 
-static bool in_round_vote(const ccoip_mclient_t *c) {
-    return c->state == CCOIP_MSTATE_VOTE_ACCEPT || c->state == CCOIP_MSTATE_VOTE_RELINK ||
-           c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
-}
-
-void ccoip_mstate_refuse_votes(ccoip_master_state_t *st, uint32_t group) {
+static void refuse_votes(ccoip_master_state_t *st, uint32_t group) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
         if (c->phase != CCOIP_MPHASE_ACCEPTED || c->dropped || c->peer_group != group) continue;
-        bool refused = c->pending_vote || in_round_vote(c);
+        bool refused = c->pending_vote || ccoip_members_in_round_vote(c);
         if (c->pending_vote) send_pending_result(st, c, CCOIP_RESULT_MISMATCH, false);
-        if (in_round_vote(c)) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
+        if (ccoip_members_in_round_vote(c)) send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
         if (!refused) continue;
         LOG_WARN(MOD, "%s: its vote is refused: the others of group %u were waiting for it in a collective",
                  c->name, group);
@@ -408,7 +379,7 @@ static votes_t count_votes(const ccoip_master_state_t *st) {
         v.relink += c->state == CCOIP_MSTATE_VOTE_RELINK;
         v.optimize += c->state == CCOIP_MSTATE_VOTE_OPTIMIZE;
         v.pending += c->pending_vote;
-        v.voting += c->pending_vote || in_round_vote(c);
+        v.voting += c->pending_vote || ccoip_members_in_round_vote(c);
     }
     return v;
 }
@@ -417,7 +388,7 @@ static votes_t count_votes(const ccoip_master_state_t *st) {
 static void answer_pending(ccoip_master_state_t *st, uint8_t status, bool pending, bool only) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || (only && in_round_vote(c))) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || (only && ccoip_members_in_round_vote(c))) continue;
         send_pending_result(st, c, status, pending);
         c->pending_vote = false;
     }
@@ -426,27 +397,10 @@ static void answer_pending(ccoip_master_state_t *st, uint8_t status, bool pendin
 static void refuse_round_votes(ccoip_master_state_t *st) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || !in_round_vote(c)) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !ccoip_members_in_round_vote(c)) continue;
         send_topology_result(st, c, CCOIP_RESULT_MISMATCH);
         c->state = CCOIP_MSTATE_IDLE;
     }
-}
-
-/* After a restart, whether a round should wait: a member reported a ring successor that has not
- * rejoined yet, and the grace since the first REJOIN is not over (issue 29, 3: two members must
- * not run a step of two while the other two are a few ms from rejoining). */
-bool ccoip_mstate_awaiting_rejoins(const ccoip_master_state_t *st) {
-    if (st->first_rejoin_ms == 0 || st->now_ms - st->first_rejoin_ms >= st->opt.rejoin_grace_ms) return false;
-    for (size_t i = 0; i < st->nclients; i++) {
-        const ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || uuid_zero(&c->next)) continue;
-        bool back = false;
-        for (size_t k = 0; k < st->nclients && !back; k++)
-            back = st->clients[k]->phase == CCOIP_MPHASE_ACCEPTED &&
-                   memcmp(&st->clients[k]->uuid, &c->next, sizeof c->next) == 0;
-        if (!back) return true;
-    }
-    return false;
 }
 
 /* A group in which some member voted RELINK and every member RELINK or ACCEPT: it relinks on its
@@ -474,7 +428,7 @@ static bool relink_ready(const ccoip_master_state_t *st, uint64_t *group) {
 static void answer_relinking(ccoip_master_state_t *st) {
     for (size_t i = 0; i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || in_round_vote(c)) continue;
+        if (c->phase != CCOIP_MPHASE_ACCEPTED || !c->pending_vote || ccoip_members_in_round_vote(c)) continue;
         bool relinking = false;
         for (size_t k = 0; k < st->nclients && !relinking; k++)
             relinking = st->clients[k]->phase == CCOIP_MPHASE_ACCEPTED &&
@@ -510,7 +464,7 @@ static void evaluate(ccoip_master_state_t *st) {
         finish_round(st, failed == NULL, "a peer could not connect to its neighbours");
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
-    if (ccoip_mstate_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
+    if (ccoip_members_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
     size_t registered = waiting(st);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
@@ -557,17 +511,7 @@ static void evaluate(ccoip_master_state_t *st) {
     refuse_round_votes(st);
 }
 
-void ccoip_mstate_relink(ccoip_master_state_t *st) { start_round(st, false, ALL_GROUPS); }
-
-bool ccoip_mstate_group_votes(const ccoip_master_state_t *st, uint32_t group) {
-    for (size_t i = 0; i < st->nclients; i++) {
-        const ccoip_mclient_t *c = st->clients[i];
-        if (c->phase == CCOIP_MPHASE_ACCEPTED && !c->dropped && c->peer_group == group &&
-            (c->pending_vote || in_round_vote(c)))
-            return true;
-    }
-    return false;
-}
+static void relink(ccoip_master_state_t *st) { start_round(st, false, ALL_GROUPS); }
 
 /* Members of one group in a vote and in a shared-state sync: the vote wins. Both wait for every
  * member, and a member in a vote will not sync, so those waiting in the sync are refused now
@@ -637,7 +581,7 @@ static void drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why, 
             ccoip_packet_t p;
             memset(&p, 0, sizeof p);
             p.type = CCOIP_PKT_M2C_WORLD_UPDATE;
-            p.u.world_update.world = ccoip_mstate_world(st, o);
+            p.u.world_update.world = ccoip_members_world(st, o);
             send_packet(st, o, &p);
         }
     }
@@ -678,7 +622,7 @@ static void on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_h
     }
     /* A member back after losing the master (REJOIN follows) keeps its UUID when nobody here
      * holds it; anyone else gets a fresh one. */
-    if (!uuid_zero(&h->uuid) && find_uuid(st, &h->uuid) == NULL) c->uuid = h->uuid;
+    if (!ccoip_members_uuid_zero(&h->uuid) && find_uuid(st, &h->uuid) == NULL) c->uuid = h->uuid;
     else st->make_uuid(st->ctx, &c->uuid);
     ack.u.hello_ack.status = CCOIP_HELLO_OK;
     ack.u.hello_ack.uuid = c->uuid;
@@ -753,26 +697,12 @@ static bool may_rejoin(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid)
     return false;
 }
 
-const ccoip_mverdict_t *ccoip_mstate_gone_verdict(const ccoip_master_state_t *st, const ccoip_uuid_t *uuid,
-                                                  uint64_t tag) {
-    uint32_t n = st->ngone < CCOIP_MASTER_GONE_SLOTS ? st->ngone : CCOIP_MASTER_GONE_SLOTS;
-    for (uint32_t k = 0; k < n; k++) { /* newest slot first: a UUID dropped twice */
-        uint32_t i = (st->ngone - 1 - k) % CCOIP_MASTER_GONE_SLOTS;
-        if (memcmp(&st->gone[i].uuid, uuid, sizeof *uuid) != 0) continue;
-        const ccoip_mverdict_t *found = NULL;
-        for (int v = 0; v < CCOIP_MASTER_GONE_VERDICTS; v++) /* later entries are newer */
-            if (st->gone[i].verdicts[v].set && st->gone[i].verdicts[v].tag == tag) found = &st->gone[i].verdicts[v];
-        return found;
-    }
-    return NULL;
-}
-
 /* A member back after losing the master: accepted at once with the identity, ring successor and
  * shared-state revision it reports. Its group's ring is stale (collectives are refused until a
  * topology round), and everyone's world grew. */
 static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_rejoin_t *rj) {
     if (!take_join(st, c, &rj->join)) return;
-    if (uuid_zero(&c->uuid) || !may_rejoin(st, &c->uuid)) {
+    if (ccoip_members_uuid_zero(&c->uuid) || !may_rejoin(st, &c->uuid)) {
         send_join_response(st, c, CCOIP_JOIN_REJOIN_REFUSED);
         ccoip_mstate_reject(st, c, "REJOIN refused: not within the recovery window (--rejoin-window-s)");
         return;
@@ -797,7 +727,7 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_WORLD_UPDATE;
-        p.u.world_update.world = ccoip_mstate_world(st, o);
+        p.u.world_update.world = ccoip_members_world(st, o);
         send_packet(st, o, &p);
     }
     ccoip_mcoll_refuse_waiting(st, c->peer_group);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ccoip/master/ccoip_master_state.h"
+#include "ccoip/master/ccoip_master_status.h"
 
 typedef struct page_t {
     char *buf;

@@ -6,6 +6,7 @@
 #include "ccoip/net/ccoip_secret.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/peer/ccoip_peer.h"
+#include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
@@ -234,10 +235,3 @@ ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_inf
     return run_round(comm, info);
 }
 
-int64_t ccoip_env_num(const char *name, int64_t def) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return *end == '\0' && x > 0 ? (int64_t) x : def;
-}

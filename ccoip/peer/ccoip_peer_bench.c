@@ -14,6 +14,7 @@
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
+#include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"

@@ -311,8 +311,4 @@ typedef enum ccoip_round_outcome_t {
 } ccoip_round_outcome_t;
 ccoip_round_outcome_t ccoip_peer_run_round(pcclComm_t *comm, const ccoip_p2p_info_t *info);
 
-/* A positive integer from the environment variable `name`; `def` when it is unset, empty, not a
- * number or not positive. */
-int64_t ccoip_env_num(const char *name, int64_t def);
-
 #endif /* CCOIP_PEER_INT_H */

@@ -15,6 +15,7 @@
 
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/net/ccoip_conn.h"
+#include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_bench.h"
 #include "ccoip/peer/ccoip_peer_fp.h"
 #include "ccoip/peer/ccoip_peer_int.h"

@@ -12,6 +12,7 @@
 
 #include "ccoip/net/ccoip_conn.h"
 #include "ccoip/net/ccoip_listener.h"
+#include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "log/log.h"

@@ -12,9 +12,11 @@
  *   "gave up RESULT"                 pcclUpdateTopology failed for good (exit 3)
  *   "paused STEP"                    RESTART_PEER_PAUSE=SHARD:STEP named this peer and step: it
  *                                    stops itself (SIGSTOP) between two steps, in no call
- * RESTART_PEER_DRIFT=SHARD starts that peer with other weights: its first sync fetches them. */
+ * RESTART_PEER_DRIFT=SHARD: that peer starts with other weights and changes one of them before
+ * every sync, so that every sync fetches 4 MiB back to it from the others. */
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +94,9 @@ int main(int argc, char **argv) {
     pcclSharedState_t state = {.revision = 0, .count = 2, .infos = infos};
     pcclReduceDescriptor_t avg = {.count = N, .op = pcclAvg, .src_descriptor = {.datatype = pcclFloat},
                                   .quantization_options = {.quantized_datatype = pcclFloat}};
-    const char *drift = getenv("RESTART_PEER_DRIFT");
-    if (drift != NULL && atoi(drift) == shard)
+    const char *drift_env = getenv("RESTART_PEER_DRIFT");
+    bool drift = drift_env != NULL && atoi(drift_env) == shard;
+    if (drift)
         for (uint32_t i = 0; i < N; i++) w[i] = 1.0f;
     uint64_t last_rev = 0;
     while (step < steps) {
@@ -110,6 +113,7 @@ int main(int argc, char **argv) {
             usleep(20000);
             continue;
         }
+        if (drift) w[step % N] += 1.0f;
         printf("sync %u\n", step);
         fflush(stdout);
         r = pcclSynchronizeSharedState(comm, &state, PCCL_SHARED_STATE_SYNC_STRATEGY_ENFORCE_POPULAR, NULL);

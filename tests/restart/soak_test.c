@@ -5,7 +5,9 @@
  *     the ring, between its last frame and COMPLETE, during a fetch, as the timing falls);
  *   - SIGKILL at a random moment;
  *   - every third restart arms its PCCL_MASTER_TEST_DIE hook: it ends right after its n-th
- *     COMMENCE, DONE or sync DONE packet (n of 1-6), so between two members' packets.
+ *     COMMENCE, DONE, sync RESULT or sync DONE packet (n of 1-6), so between two members' packets.
+ * One peer changes its weights before every sync (RESTART_PEER_DRIFT), so every sync fetches
+ * 4 MiB back to it.
  * Every peer must make the same calls, all succeeding or all failing, with the same bytes after
  * each success (restart_run.c); every peer ends at the last step with the same weights; from each
  * restart, every peer completes a step within HANG_MS (the recovery times are printed). */
@@ -26,7 +28,8 @@
 #define HANG_MS 5000
 #endif
 
-static const char *hooks[] = {"M2C_COLLECTIVE_COMMENCE", "M2C_COLLECTIVE_DONE", "M2C_SHARED_STATE_DONE"};
+static const char *hooks[] = {"M2C_COLLECTIVE_COMMENCE", "M2C_COLLECTIVE_DONE", "M2C_SHARED_STATE_RESULT",
+                               "M2C_SHARED_STATE_DONE"};
 
 static int min_step(const rr_run_t *r) {
     int m = r->peers[0].step;
@@ -78,19 +81,22 @@ int main(int argc, char **argv) {
     r.master_bin = argv[1], r.peer_bin = argv[2];
     r.dir = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
     h_init(60 + kills * (HANG_MS / 1000 + 4));
+    setenv("RESTART_PEER_DRIFT", "3", 1); /* every sync fetches: kills fall during fetches too */
     if (!rr_start_master(&r, NULL) || !rr_start_peers(&r, PEERS, steps)) return 1;
     if (rr_pump(&r, 60000, "step ", -1, 1) < 0) return 1;
     int done = 0, bad = 0;
     int64_t worst = 0, total = 0;
     int timed = 0; /* restarts that were not ended by the next hook */
     bool hooked = false; /* the master died by its hook: that was the kill */
+    char die[64] = "";   /* the hook armed last */
     for (int k = 0; k < kills && bad == 0; k++) {
-        char how[96] = "its PCCL_MASTER_TEST_DIE hook, between two members' packets";
+        char how[96];
+        snprintf(how, sizeof how, "its hook %s, between two members' packets", die);
         if (!hooked && !kill_master(&r, k, how, sizeof how)) break;
         int at = min_step(&r);
         rr_pump(&r, 100 + rand() % 200, NULL, -1, 0);
-        char die[64]; /* every third restart: the next kill is the hook's */
-        snprintf(die, sizeof die, "%s:%d", hooks[k % 3], 1 + rand() % 6);
+        /* every third restart: the next kill is the hook's */
+        if (k % 3 == 1) snprintf(die, sizeof die, "%s:%d", hooks[(k / 3) % 4], 1 + rand() % 6); /* each hook in turn */
         if (!rr_start_master(&r, k % 3 == 1 ? die : NULL)) {
             fprintf(stderr, "soak: the master did not come back\n");
             return 1;

@@ -16,7 +16,7 @@
  *      three rejoin and vote, one of them is stopped so that their round (after the rejoin grace)
  *      stays open, the first comes back during it: every peer finishes, nobody hangs in a
  *      collective that another member was refused;
- *   7. the master dies while a member fetches: one member starts with other weights, the master
+ *   7. the master dies while a member fetches: one member has other weights, the master
  *      ends itself right after the first sync's last RESULT: the fetch runs on without it and all
  *      four syncs succeed with the same bytes. */
 #include <signal.h>
