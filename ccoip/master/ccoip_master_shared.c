@@ -283,7 +283,9 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
     free(winner);
 }
 
-static void elect(ccoip_master_state_t *st, uint32_t group) {
+/* The group's members with room for their answers (fetch and serve lists); NULL when out of
+ * memory (what was allocated is freed). *n: how many. */
+static member_t *gather(ccoip_master_state_t *st, uint32_t group, size_t *n_out) {
     size_t n = 0;
     for (size_t i = 0; i < st->nclients; i++) n += is_member(st->clients[i], group);
     member_t *m = calloc(n + 1, sizeof *m);
@@ -305,52 +307,69 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
             LOG_WARN(MOD, "%s: tensor name \"%s\" appears twice in its shared state", c->name, x->detail);
         }
     }
+    if (oom) {
+        for (size_t i = 0; i < k; i++) free(m[i].fetch), free(m[i].serve);
+        free(m);
+        return NULL;
+    }
+    *n_out = n;
+    return m;
+}
+
+static void free_members(member_t *m, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(m[i].fetch);
+        free(m[i].serve);
+    }
+    free(m);
+}
+
+/* The checks, then the content: the revision it elects. Members that fail a check get their
+ * status; with no candidate left every member hears NO_CONTENT. */
+static uint64_t decide(ccoip_master_state_t *st, uint32_t group, member_t *m, size_t n) {
     uint64_t elected = 0;
-    const ccoip_ss_sync_t *ref = NULL;
-    if (!oom) {
-        check_revisions(m, n, &elected, st->opt.strict_revisions);
-        ref = check_layouts(m, n);
-        check_strategies(m, n);
-        size_t candidates = 0;
-        for (size_t i = 0; i < n; i++) {
-            m[i].candidate = m[i].status == CCOIP_SS_OK && m[i].s->req.revision == elected &&
-                             m[i].s->req.strategy != STRAT_RECEIVE_ONLY;
-            candidates += m[i].candidate;
-        }
-        if (candidates == 0) {
-            for (size_t i = 0; i < n; i++)
-                if (m[i].status == CCOIP_SS_OK) m[i].status = CCOIP_SS_NO_CONTENT;
-            LOG_WARN(MOD, "shared state of group %u: no peer can offer content (every peer is receive-only, behind, "
-                          "or failed the checks)", group);
-        } else if (ref != NULL) {
-            elect_tensors(m, n, ref);
-        }
-    } else {
-        LOG_ERROR(MOD, "out of memory electing the shared state of group %u", group);
+    check_revisions(m, n, &elected, st->opt.strict_revisions);
+    const ccoip_ss_sync_t *ref = check_layouts(m, n);
+    check_strategies(m, n);
+    size_t candidates = 0;
+    for (size_t i = 0; i < n; i++) {
+        m[i].candidate = m[i].status == CCOIP_SS_OK && m[i].s->req.revision == elected &&
+                         m[i].s->req.strategy != STRAT_RECEIVE_ONLY;
+        candidates += m[i].candidate;
+    }
+    if (candidates == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (m[i].status == CCOIP_SS_OK) m[i].status = CCOIP_SS_NO_CONTENT;
+        LOG_WARN(MOD, "shared state of group %u: no peer can offer content (every peer is receive-only, behind, "
+                      "or failed the checks)", group);
+    } else if (ref != NULL) {
+        elect_tensors(m, n, ref);
     }
     uint64_t moved = 0, transfers = 0;
-    for (size_t i = 0; i < n && !oom; i++) {
+    for (size_t i = 0; i < n; i++) {
         moved += m[i].load;
         transfers += m[i].nfetch;
     }
-    if (!oom) {
-        st->counters.shared_state_syncs++;
-        st->counters.shared_state_bytes += moved;
-    }
-    if (!oom) LOG_INFO(MOD, "shared state of group %u: revision %llu, %zu peers, %llu tensor transfers, %llu bytes",
-                       group, (unsigned long long) elected, n, (unsigned long long) transfers,
-                       (unsigned long long) moved);
-    for (size_t i = 0; i < k; i++) {
+    st->counters.shared_state_syncs++;
+    st->counters.shared_state_bytes += moved;
+    LOG_INFO(MOD, "shared state of group %u: revision %llu, %zu peers, %llu tensor transfers, %llu bytes", group,
+             (unsigned long long) elected, n, (unsigned long long) transfers, (unsigned long long) moved);
+    return elected;
+}
+
+/* Every member's RESULT: its status, and what it fetches and serves. */
+static void answer(ccoip_master_state_t *st, member_t *m, size_t n, uint64_t elected) {
+    for (size_t i = 0; i < n; i++) {
         member_t *x = &m[i];
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
         ccoip_ss_result_t *r = &p.u.ss_result;
-        r->status = oom ? CCOIP_SS_FAILED : x->status;
+        r->status = x->status;
         r->revision = elected;
         r->expected = x->expected;
         r->detail = (char *) (x->detail != NULL ? x->detail : "");
-        if (!oom && x->status == CCOIP_SS_OK) {
+        if (x->status == CCOIP_SS_OK) {
             r->nfetch = x->nfetch;
             r->fetch = x->fetch;
             r->nserve = x->nserve;
@@ -361,14 +380,35 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
         x->s->status = r->status;
         x->s->adopt = elected;
     }
-    /* Kicks last: dropping re-enters this module (ccoip_mss_on_leave). */
+}
+
+/* Out of memory for the election: every member of group hears FAILED. */
+static void answer_failed(ccoip_master_state_t *st, uint32_t group) {
+    LOG_ERROR(MOD, "out of memory electing the shared state of group %u", group);
+    for (size_t i = 0; i < st->nclients; i++) {
+        ccoip_mclient_t *c = st->clients[i];
+        if (!is_member(c, group)) continue;
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
+        p.u.ss_result = (ccoip_ss_result_t){.status = CCOIP_SS_FAILED, .detail = (char *) ""};
+        send_to(st, c, &p);
+        c->ss->phase = SS_ANSWERED;
+        c->ss->status = CCOIP_SS_FAILED;
+        c->ss->adopt = 0;
+    }
+}
+
+/* Drops the members the election kicked, last: dropping re-enters this module
+ * (ccoip_mss_on_leave), so the members' table is freed first. */
+static void kick_and_free(ccoip_master_state_t *st, member_t *m, size_t n) {
     typedef struct kick_t {
         ccoip_mclient_t *c;
         char why[CCOIP_MAX_SS_NAME + 96];
     } kick_t;
     kick_t *kick = calloc(n + 1, sizeof *kick);
     size_t nkick = 0;
-    for (size_t i = 0; i < k && kick != NULL; i++) {
+    for (size_t i = 0; i < n && kick != NULL; i++) {
         if (m[i].status != CCOIP_SS_KICKED && m[i].status != CCOIP_SS_MIXED) continue;
         kick[nkick].c = m[i].c;
         if (m[i].status == CCOIP_SS_MIXED)
@@ -377,13 +417,21 @@ static void elect(ccoip_master_state_t *st, uint32_t group) {
             snprintf(kick[nkick++].why, sizeof kick->why,
                      "kicked: SEND_ONLY but without the popular content of tensor \"%s\"", m[i].detail);
     }
-    for (size_t i = 0; i < k; i++) {
-        free(m[i].fetch);
-        free(m[i].serve);
-    }
-    free(m);
+    free_members(m, n);
     for (size_t i = 0; i < nkick; i++) st->machine.reject(st, kick[i].c, kick[i].why);
     free(kick);
+}
+
+static void elect(ccoip_master_state_t *st, uint32_t group) {
+    size_t n = 0;
+    member_t *m = gather(st, group, &n);
+    if (m == NULL) {
+        answer_failed(st, group);
+        return;
+    }
+    uint64_t elected = decide(st, group, m, n);
+    answer(st, m, n, elected);
+    kick_and_free(st, m, n);
 }
 
 static void finish(ccoip_master_state_t *st, uint32_t group) {

@@ -761,11 +761,8 @@ static void round_timed_out(ccoip_master_state_t *st) {
     else retry_round(st, "a newcomer did not report in time");
 }
 
-void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms) {
-    if (c->dropped) return;
-    st->now_ms = now_ms;
-    c->last_seen_ms = now_ms;
-    const char *name = ccoip_packet_name(p->type);
+/* A packet before JOIN: the handshake (HELLO, AUTH), then JOIN or REJOIN. */
+static void on_handshake_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p) {
     switch (c->phase) {
     case CCOIP_MPHASE_CONNECTED:
         if (p->type == CCOIP_PKT_HELLO) on_hello(st, c, &p->u.hello);
@@ -775,79 +772,71 @@ void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const 
         if (p->type == CCOIP_PKT_AUTH) on_auth(st, c, &p->u.auth);
         else ccoip_mstate_reject(st, c, "expected AUTH after HELLO");
         return;
-    case CCOIP_MPHASE_GREETED:
+    default:
         if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);
         else if (p->type == CCOIP_PKT_C2M_REJOIN) on_rejoin(st, c, &p->u.rejoin);
         else if (p->type == CCOIP_PKT_C2M_FINGERPRINT) ccoip_mfp_on_packet(st, c, &p->u.fingerprint);
         else if (p->type != CCOIP_PKT_C2M_HEARTBEAT) ccoip_mstate_reject(st, c, "expected JOIN after HELLO");
         return;
-    case CCOIP_MPHASE_REGISTERED:
-    case CCOIP_MPHASE_ACCEPTED: break;
     }
-    switch (p->type) {
-    case CCOIP_PKT_C2M_HEARTBEAT: return;
-    case CCOIP_PKT_C2M_VOTE_ACCEPT:
-    case CCOIP_PKT_C2M_VOTE_RELINK:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
-        c->state = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT ? CCOIP_MSTATE_VOTE_ACCEPT : CCOIP_MSTATE_VOTE_RELINK;
+}
+
+/* A member's vote (update, relink, pending, optimize); false when it may not vote now. */
+static bool on_vote(ccoip_master_state_t *st, ccoip_mclient_t *c, uint16_t type) {
+    if (c->phase != CCOIP_MPHASE_ACCEPTED) return false;
+    if (type == CCOIP_PKT_C2M_VOTE_PENDING) { /* beside collectives and a round vote of another thread */
+        if (c->pending_vote) return false;
+        c->pending_vote = true;
+    } else {
+        if (c->state != CCOIP_MSTATE_IDLE) return false;
+        c->state = type == CCOIP_PKT_C2M_VOTE_ACCEPT   ? CCOIP_MSTATE_VOTE_ACCEPT
+                   : type == CCOIP_PKT_C2M_VOTE_RELINK ? CCOIP_MSTATE_VOTE_RELINK
+                                                       : CCOIP_MSTATE_VOTE_OPTIMIZE;
         /* Its ring goes: what runs or waits on it in the group fails for every member alike. */
         if (c->state == CCOIP_MSTATE_VOTE_RELINK) ccoip_mcoll_break_group(st, c->peer_group);
-        vote_wins(st, c->peer_group);
-        evaluate(st);
-        return;
-    case CCOIP_PKT_C2M_VOTE_PENDING: /* beside collectives and a round vote of another thread */
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->pending_vote) break;
-        c->pending_vote = true;
-        vote_wins(st, c->peer_group);
-        evaluate(st);
-        return;
-    case CCOIP_PKT_C2M_COLLECTIVE_INIT:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mcoll_on_init(st, c, &p->u.collective_init);
-        return;
-    case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mcoll_on_complete(st, c, &p->u.collective_complete);
-        return;
-    case CCOIP_PKT_C2M_COLLECTIVE_ABORT:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mcoll_on_abort(st, c, &p->u.collective_abort);
-        return;
-    case CCOIP_PKT_C2M_SHARED_STATE_QUERY:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->querying) break;
-        ccoip_mss_on_query(st, c, &p->u.ss_query);
-        return;
-    case CCOIP_PKT_C2M_COLLECTIVE_QUERY:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mcoll_on_query(st, c, &p->u.collective_abort);
-        return;
-    case CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED || c->state != CCOIP_MSTATE_IDLE) break;
-        c->state = CCOIP_MSTATE_VOTE_OPTIMIZE;
-        vote_wins(st, c->peer_group);
-        evaluate(st);
-        return;
-    case CCOIP_PKT_C2M_BANDWIDTH_REPORT:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break; /* late reports of an ended session are ignored there */
-        ccoip_mbw_on_report(st, c, &p->u.bench_report);
-        return;
-    case CCOIP_PKT_C2M_SHARED_STATE_SYNC:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mss_on_sync(st, c, &p->u.ss_sync);
-        return;
-    case CCOIP_PKT_C2M_SHARED_STATE_DONE:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mss_on_done(st, c, &p->u.ss_done);
-        return;
-    case CCOIP_PKT_C2M_SHARED_STATE_ABORT:
-        if (c->phase != CCOIP_MPHASE_ACCEPTED) break;
-        ccoip_mss_on_abort(st, c);
-        return;
-    case CCOIP_PKT_C2M_P2P_ESTABLISHED:
-        if (!on_established(st, c, &p->u.p2p_established)) break;
-        return;
-    default: break;
     }
+    vote_wins(st, c->peer_group);
+    evaluate(st);
+    return true;
+}
+
+/* A member's packet for a module (collectives, shared state, bandwidth); false when it is not
+ * one, or not valid now. */
+static bool on_module_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p) {
+    if (c->phase != CCOIP_MPHASE_ACCEPTED) return false;
+    switch (p->type) {
+    case CCOIP_PKT_C2M_COLLECTIVE_INIT: ccoip_mcoll_on_init(st, c, &p->u.collective_init); return true;
+    case CCOIP_PKT_C2M_COLLECTIVE_COMPLETE: ccoip_mcoll_on_complete(st, c, &p->u.collective_complete); return true;
+    case CCOIP_PKT_C2M_COLLECTIVE_ABORT: ccoip_mcoll_on_abort(st, c, &p->u.collective_abort); return true;
+    case CCOIP_PKT_C2M_COLLECTIVE_QUERY: ccoip_mcoll_on_query(st, c, &p->u.collective_abort); return true;
+    case CCOIP_PKT_C2M_SHARED_STATE_SYNC: ccoip_mss_on_sync(st, c, &p->u.ss_sync); return true;
+    case CCOIP_PKT_C2M_SHARED_STATE_DONE: ccoip_mss_on_done(st, c, &p->u.ss_done); return true;
+    case CCOIP_PKT_C2M_SHARED_STATE_ABORT: ccoip_mss_on_abort(st, c); return true;
+    case CCOIP_PKT_C2M_SHARED_STATE_QUERY:
+        if (c->querying) return false;
+        ccoip_mss_on_query(st, c, &p->u.ss_query);
+        return true;
+    case CCOIP_PKT_C2M_BANDWIDTH_REPORT: /* late reports of an ended session are ignored there */
+        ccoip_mbw_on_report(st, c, &p->u.bench_report);
+        return true;
+    default: return false;
+    }
+}
+
+void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms) {
+    if (c->dropped) return;
+    st->now_ms = now_ms;
+    c->last_seen_ms = now_ms;
+    if (c->phase != CCOIP_MPHASE_REGISTERED && c->phase != CCOIP_MPHASE_ACCEPTED) {
+        on_handshake_packet(st, c, p);
+        return;
+    }
+    bool vote = p->type == CCOIP_PKT_C2M_VOTE_ACCEPT || p->type == CCOIP_PKT_C2M_VOTE_RELINK ||
+                p->type == CCOIP_PKT_C2M_VOTE_PENDING || p->type == CCOIP_PKT_C2M_OPTIMIZE_TOPOLOGY;
+    if (p->type == CCOIP_PKT_C2M_HEARTBEAT) return;
+    if (vote ? on_vote(st, c, p->type) : on_module_packet(st, c, p)) return;
+    if (p->type == CCOIP_PKT_C2M_P2P_ESTABLISHED && on_established(st, c, &p->u.p2p_established)) return;
+    const char *name = ccoip_packet_name(p->type);
     LOG_WARN(MOD, "%s sent %s, which is not valid now (phase %d, state %d)", c->name, name ? name : "?", c->phase,
              c->state);
     ccoip_mstate_reject(st, c, "protocol violation");
