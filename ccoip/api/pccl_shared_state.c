@@ -296,9 +296,9 @@ static pcclResult_t verdict_without_done(pcclComm_t *comm, uint64_t elected) {
     return pcclSuccess;
 }
 
-/* The sync itself, one at a time per communicator (ss_busy held). */
-static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
-                               pcclSharedStateSyncInfo_t *info_out) {
+/* Our tensors, sorted by name into comm->ss_slots, and their hashes into comm->ss_wire (what the
+ * SYNC request carries). */
+static pcclResult_t hash_tensors(pcclComm_t *comm, const pcclSharedState_t *state) {
     size_t n = state->count;
     if (!scratch_reserve(comm, n)) {
         LOG_ERROR(MOD, FN ": out of memory for %zu tensors", n);
@@ -330,8 +330,17 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
     if (res == pcclSuccess && !ccoip_ss_hash_all(comm->ss_hasher, reqs, n, FN)) res = pcclInternalError;
     for (size_t i = 0; i < n && res == pcclSuccess; i++) wire[i].hash = reqs[i].hash;
     pprof_finish(&comm->prof, pcclProfilerEventHash, hashing, res == pcclSuccess ? 0 : pcclProfilerAbortLocal, res);
-    if (res != pcclSuccess) return res;
+    return res;
+}
 
+/* The sync itself, one at a time per communicator (ss_busy held). */
+static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclSharedStateSyncStrategy_t strategy,
+                               pcclSharedStateSyncInfo_t *info_out) {
+    size_t n = state->count;
+    pcclResult_t res = hash_tensors(comm, state);
+    if (res != pcclSuccess) return res;
+    ccoip_ss_slot_t *slots = comm->ss_slots;
+    ccoip_ss_tensor_t *wire = comm->ss_wire;
     /* Serve from now on: a receiver may reach us before we read our own RESULT (it retries
      * until the master's announcement of it reaches our listener). */
     ccoip_ss_serve_begin(comm, slots, n);

@@ -413,13 +413,10 @@ static bool ask_verdict(pcclComm_t *comm, ccoip_op_t *op, int rc, ccoip_packet_t
     return false;
 }
 
-static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
+/* INIT to the master and its COMMENCE: true when the ring may start (*go says where we stand in
+ * it); else op->result says why not. */
+static bool commence(pcclComm_t *comm, ccoip_op_t *op, ccoip_collective_commence_t *go) {
     const pcclReduceDescriptor_t *d = &op->desc;
-    memset(&op->info, 0, sizeof op->info);
-    op->epoch = atomic_load(&comm->round_epoch);
-    pthread_mutex_lock(&comm->colls.lock);
-    op->links_gen = comm->colls.links_gen; /* the round its INIT was asked in (moved on at the ring) */
-    pthread_mutex_unlock(&comm->colls.lock);
     ccoip_packet_t p, r;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_INIT;
@@ -433,35 +430,36 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     if (!commenced) {
         if (asked && !atomic_load(&comm->stopping)) break_uncommenced(comm, op);
         op->result = pcclMasterConnectionFailed;
-        return;
+        return false;
     }
-    ccoip_collective_commence_t go = r.u.collective_commence;
-    if (go.status != CCOIP_RESULT_OK) {
-        if (go.status == CCOIP_RESULT_MISMATCH) {
-            LOG_ERROR(MOD, "%s: the peers of this group described collective %llu differently", op_name(op),
-                      (unsigned long long) op->tag);
-            op->result = pcclInvalidUsage;
-        } else if (go.status == CCOIP_RESULT_TIMEOUT) {
-            LOG_ERROR(MOD, "%s: collective %llu timed out before it started: not every peer of the group called it "
-                           "(a peer in another call, or stalled?)", op_name(op), (unsigned long long) op->tag);
-            op->result = pcclCollectiveTimeout;
-        } else {
-            LOG_WARN(MOD, "%s: collective %llu refused: a peer left since the last topology round%s", op_name(op),
-                     (unsigned long long) op->tag,
-                     comm->strict_topology ? "; call pcclUpdateTopology" : " (the ring is relinked; retry it)");
-            op->result = pcclRankConnectionLost;
-        }
-        return;
+    *go = r.u.collective_commence;
+    if (go->status == CCOIP_RESULT_OK) return true;
+    if (go->status == CCOIP_RESULT_MISMATCH) {
+        LOG_ERROR(MOD, "%s: the peers of this group described collective %llu differently", op_name(op),
+                  (unsigned long long) op->tag);
+        op->result = pcclInvalidUsage;
+    } else if (go->status == CCOIP_RESULT_TIMEOUT) {
+        LOG_ERROR(MOD, "%s: collective %llu timed out before it started: not every peer of the group called it "
+                       "(a peer in another call, or stalled?)", op_name(op), (unsigned long long) op->tag);
+        op->result = pcclCollectiveTimeout;
+    } else {
+        LOG_WARN(MOD, "%s: collective %llu refused: a peer left since the last topology round%s", op_name(op),
+                 (unsigned long long) op->tag,
+                 comm->strict_topology ? "; call pcclUpdateTopology" : " (the ring is relinked; retry it)");
+        op->result = pcclRankConnectionLost;
     }
+    return false;
+}
 
-    ccoip_prof_commenced(comm, op, go.rank, go.world);
-    reduce_ring_stats_t stats = {0, 0};
+/* The ring itself, on this op's turn of the pool's streams: a reduce status. */
+static int ring_phase(pcclComm_t *comm, ccoip_op_t *op, const ccoip_collective_commence_t *go,
+                      reduce_ring_stats_t *stats) {
     int rc = REDUCE_ELINK;
     ccoip_ring_prof_t ring_prof;
-    if (go.world >= 2 && go.rank < go.world && turn_acquire(comm, op)) {
-        reduce_ring_params_t rp = {.rank = go.rank, .world_size = go.world, .tag = op->tag, .cache = comm->cache,
+    if (go->world >= 2 && go->rank < go->world && turn_acquire(comm, op)) {
+        reduce_ring_params_t rp = {.rank = go->rank, .world_size = go->world, .tag = op->tag, .cache = comm->cache,
                                    .abort_flag = &op->abort, .doorbell = &op->doorbell,
-                                   .quantization = d->quantization_options,
+                                   .quantization = op->desc.quantization_options,
                                    .probe = ccoip_prof_ring(comm, op, &ring_prof)};
         bool same_host = false;
         ccoip_stripe_t txs, rxs; /* used while the ring runs */
@@ -472,13 +470,13 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
         /* A same-host neighbour the master did not count (an address of ours other than the one
          * it sees): the world is the bound. */
         unsigned host_peers = comm->p2p.links.host_peers;
-        if (same_host && host_peers < 2) host_peers = go.world;
+        if (same_host && host_peers < 2) host_peers = go->world;
         pthread_mutex_unlock(&comm->colls.lock);
         if (ready) ccoip_stripe_lanes(&rp, &txs, op->tx_width, &rxs, op->rx_width);
         /* Safe: pcclAllReduce returns, and pcclAwaitAsyncReduce too, only after the master's
          * DONE, i.e. once every peer's ring has read all it will read of our buffers. */
         rp.send_by_reference = ccoip_splice_pays(same_host, host_peers);
-        if (ready) rc = run_ring(comm, op, &rp, &stats);
+        if (ready) rc = run_ring(comm, op, &rp, stats);
     }
     turn_release(comm, op);
     ring_ended(comm);
@@ -487,11 +485,17 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                  reduce_strerror(rc));
         retire(comm, op);
     }
+    return rc;
+}
 
+/* COMPLETE with the ring's outcome, and the group's verdict (the master's DONE, or after a
+ * master death the one it reconnects to, or the ring's own): op->result. */
+static void conclude(pcclComm_t *comm, ccoip_op_t *op, int rc, uint32_t world, const reduce_ring_stats_t *stats) {
+    ccoip_packet_t p, r;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_COLLECTIVE_COMPLETE;
     p.u.collective_complete = (ccoip_collective_complete_t){op->tag, rc == REDUCE_OK};
-    wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitDone);
+    void *wait = ccoip_prof_wait(comm, op, pcclProfilerPhaseWaitDone);
     bool done = ccoip_link_send_more(comm, &p) == CCOIP_OK && await_reply(comm, op, true, &r);
     bool by_ring = false; /* the verdict is the ring's own (no master knew it) */
     if (!done && !atomic_load(&comm->stopping)) {
@@ -501,7 +505,7 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
     ccoip_prof_wait_end(comm, wait);
     bool ok = done && rc == REDUCE_OK && r.u.collective_done.status == CCOIP_RESULT_OK;
     if (!ok && rc == REDUCE_OK) retire(comm, op); /* another member failed: our streams may hold its frames */
-    op->info = (pcclReduceInfo_t){go.world, stats.tx_bytes, stats.rx_bytes};
+    op->info = (pcclReduceInfo_t){world, stats->tx_bytes, stats->rx_bytes};
     bool timed_out = done && r.u.collective_done.status == CCOIP_RESULT_TIMEOUT;
     if (timed_out)
         LOG_ERROR(MOD, "%s: collective %llu timed out: a peer stalled mid-collective; call pcclUpdateTopology",
@@ -510,6 +514,20 @@ static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
                  : !done || by_ring ? pcclMasterConnectionFailed
                  : timed_out ? pcclCollectiveTimeout
                              : pcclRankConnectionLost;
+}
+
+static void op_run(pcclComm_t *comm, ccoip_op_t *op) {
+    memset(&op->info, 0, sizeof op->info);
+    op->epoch = atomic_load(&comm->round_epoch);
+    pthread_mutex_lock(&comm->colls.lock);
+    op->links_gen = comm->colls.links_gen; /* the round its INIT was asked in (moved on at the ring) */
+    pthread_mutex_unlock(&comm->colls.lock);
+    ccoip_collective_commence_t go;
+    if (!commence(comm, op, &go)) return;
+    ccoip_prof_commenced(comm, op, go.rank, go.world);
+    reduce_ring_stats_t stats = {0, 0};
+    int rc = ring_phase(comm, op, &go, &stats);
+    conclude(comm, op, rc, go.world, &stats);
 }
 
 void ccoip_op_run(pcclComm_t *comm, ccoip_op_t *op) {

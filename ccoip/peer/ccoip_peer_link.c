@@ -311,6 +311,63 @@ static bool relink(pcclComm_t *comm, const char *why) {
     return false;
 }
 
+/* One packet from the master, to where it goes: the world, an op's reply slot, the pending-vote
+ * queue or the mailbox. False when the link must end (BYE, a protocol violation). */
+static bool deliver(pcclComm_t *comm, ccoip_packet_t *p) {
+    if (p->type == CCOIP_PKT_M2C_BYE) { /* shut down on purpose: the run is over, no reconnecting */
+        link_lost(comm, "the master shut down", false);
+        return false;
+    }
+    switch (p->type) {
+    case CCOIP_PKT_M2C_WORLD_UPDATE:
+        ccoip_world_store(comm, &p->u.world_update.world);
+        LOG_INFO(MOD, "world changed: %u peers, %u in our group", p->u.world_update.world.global_world_size,
+                 p->u.world_update.world.group_world_size);
+        ccoip_packet_free(p);
+        break;
+    case CCOIP_PKT_M2C_COLLECTIVE_ABORT:
+        ccoip_abort_push(&comm->aborts, p->u.collective_abort.tag);
+        if (comm->router.abort != NULL) comm->router.abort(comm, false, p->u.collective_abort.tag);
+        ccoip_packet_free(p);
+        break;
+    case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
+    case CCOIP_PKT_M2C_COLLECTIVE_DONE:
+        /* to the op of its tag, not the mailbox */
+        if (comm->router.route == NULL || !comm->router.route(comm, p)) ccoip_packet_free(p);
+        break;
+    case CCOIP_PKT_M2C_PENDING_RESULT:
+        if (!pending_push(comm, &p->u.pending_result)) {
+            link_lost(comm, "the master answered a pending vote that was not asked", false);
+            return false;
+        }
+        break;
+    case CCOIP_PKT_M2C_JOIN_RESPONSE:
+    case CCOIP_PKT_M2C_P2P_INFO:
+    case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
+    case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
+    case CCOIP_PKT_M2C_SHARED_STATE_DONE:
+    case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
+        if (p->type == CCOIP_PKT_M2C_SHARED_STATE_RESULT && p->u.ss_result.status == CCOIP_SS_OK) {
+            pthread_mutex_lock(&comm->mail_lock);
+            comm->has_result = true;
+            comm->result_rev = p->u.ss_result.revision;
+            pthread_mutex_unlock(&comm->mail_lock);
+        }
+        if (!mail_push(comm, p)) {
+            ccoip_packet_free(p);
+            link_lost(comm, "the master sent more replies than were asked for", false);
+            return false;
+        }
+        break;
+    default:
+        LOG_ERROR(MOD, "the master sent %s, which a master never sends", ccoip_packet_name(p->type));
+        ccoip_packet_free(p);
+        link_lost(comm, "protocol violation", false);
+        return false;
+    }
+    return true;
+}
+
 static void *link_main(void *arg) {
     pcclComm_t *comm = arg;
     ccoip_os_name_thread("pccl-link");
@@ -347,57 +404,7 @@ static void *link_main(void *arg) {
             next_beat = ccoip_now_ms() + HEARTBEAT_MS;
             continue;
         }
-        if (p.type == CCOIP_PKT_M2C_BYE) { /* shut down on purpose: the run is over, no reconnecting */
-            link_lost(comm, "the master shut down", false);
-            break;
-        }
-        switch (p.type) {
-        case CCOIP_PKT_M2C_WORLD_UPDATE:
-            ccoip_world_store(comm, &p.u.world_update.world);
-            LOG_INFO(MOD, "world changed: %u peers, %u in our group", p.u.world_update.world.global_world_size,
-                     p.u.world_update.world.group_world_size);
-            ccoip_packet_free(&p);
-            break;
-        case CCOIP_PKT_M2C_COLLECTIVE_ABORT:
-            ccoip_abort_push(&comm->aborts, p.u.collective_abort.tag);
-            if (comm->router.abort != NULL) comm->router.abort(comm, false, p.u.collective_abort.tag);
-            ccoip_packet_free(&p);
-            break;
-        case CCOIP_PKT_M2C_COLLECTIVE_COMMENCE:
-        case CCOIP_PKT_M2C_COLLECTIVE_DONE:
-            /* to the op of its tag, not the mailbox */
-            if (comm->router.route == NULL || !comm->router.route(comm, &p)) ccoip_packet_free(&p);
-            break;
-        case CCOIP_PKT_M2C_PENDING_RESULT:
-            if (!pending_push(comm, &p.u.pending_result)) {
-                link_lost(comm, "the master answered a pending vote that was not asked", false);
-                return NULL;
-            }
-            break;
-        case CCOIP_PKT_M2C_JOIN_RESPONSE:
-        case CCOIP_PKT_M2C_P2P_INFO:
-        case CCOIP_PKT_M2C_TOPOLOGY_RESULT:
-        case CCOIP_PKT_M2C_SHARED_STATE_RESULT:
-        case CCOIP_PKT_M2C_SHARED_STATE_DONE:
-        case CCOIP_PKT_M2C_BANDWIDTH_REQUEST:
-            if (p.type == CCOIP_PKT_M2C_SHARED_STATE_RESULT && p.u.ss_result.status == CCOIP_SS_OK) {
-                pthread_mutex_lock(&comm->mail_lock);
-                comm->has_result = true;
-                comm->result_rev = p.u.ss_result.revision;
-                pthread_mutex_unlock(&comm->mail_lock);
-            }
-            if (!mail_push(comm, &p)) {
-                ccoip_packet_free(&p);
-                link_lost(comm, "the master sent more replies than were asked for", false);
-                return NULL;
-            }
-            break;
-        default:
-            LOG_ERROR(MOD, "the master sent %s, which a master never sends", ccoip_packet_name(p.type));
-            ccoip_packet_free(&p);
-            link_lost(comm, "protocol violation", false);
-            return NULL;
-        }
+        if (!deliver(comm, &p)) break;
     }
     return NULL;
 }
