@@ -73,93 +73,96 @@ static int parse_fp_mode(const char *s, uint8_t *out) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    ccoip_socket_address_t addr;
-    ccoip_parse_address("0.0.0.0", 48148, &addr);
-    ccoip_socket_address_t status_addr;
-    bool want_status = false, print_token = false, encrypt = false;
-    const char *secret_file = NULL;
+/* What the command line asks for. */
+typedef struct args_t {
+    ccoip_socket_address_t addr, status_addr;
+    bool want_status, print_token, encrypt;
+    const char *secret_file;
     ccoip_master_options_t opt;
-    ccoip_master_default_options(&opt);
-    if (getenv("PCCL_LOG_LEVEL") == NULL) log_set_level(LOG_LEVEL_INFO);
-    for (int i = 1; i < argc; i += 2) { /* every option takes a value (--help returns) */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+} args_t;
+
+/* One option and its value (v may be NULL); false when it is not one we know, or v is bad. */
+static bool parse_option(args_t *a, const char *opt, const char *v) {
+    if (strcmp(opt, "--print-status-token") == 0) return a->print_token = true;
+    if (strcmp(opt, "--encrypt") == 0) return a->encrypt = true;
+    if (v == NULL) return false;
+    char local[80];
+    if (strcmp(opt, "--status") == 0 && (v[0] == ':' || strspn(v, "0123456789") == strlen(v))) {
+        snprintf(local, sizeof local, "127.0.0.1%s%s", v[0] == ':' ? "" : ":", v);
+        v = local;
+    }
+    if (strcmp(opt, "--secret-file") == 0) return (a->secret_file = v) != NULL;
+    if (strcmp(opt, "--listen") == 0) return ccoip_parse_address(v, 48148, &a->addr);
+    if (strcmp(opt, "--status") == 0) return a->want_status = ccoip_parse_address(v, 48147, &a->status_addr);
+    if (strcmp(opt, "--log-level") == 0) {
+        int l = log_parse_level(v);
+        if (l == LOG_PARSE_FAILED) return false;
+        log_set_level((log_level_t) l);
+        return true;
+    }
+    if (strcmp(opt, "--heartbeat-timeout-ms") == 0) return parse_ms(v, &a->opt.heartbeat_timeout_ms);
+    if (strcmp(opt, "--handshake-timeout-ms") == 0) return parse_ms(v, &a->opt.handshake_timeout_ms);
+    if (strcmp(opt, "--rejoin-window-s") == 0) return parse_seconds(v, &a->opt.rejoin_window_ms);
+    if (strcmp(opt, "--admit-tries") == 0) return parse_count(v, &a->opt.admit_tries);
+    if (strcmp(opt, "--fingerprint") == 0) return parse_fp_mode(v, &a->opt.fingerprint_mode);
+    return false;
+}
+
+/* -1: go on; else the exit status (--help, a bad argument). */
+static int parse_args(int argc, char **argv, args_t *a) {
+    memset(a, 0, sizeof *a);
+    ccoip_parse_address("0.0.0.0", 48148, &a->addr);
+    ccoip_master_default_options(&a->opt);
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--print-status-token") == 0 || strcmp(a, "--encrypt") == 0) {
-            if (a[2] == 'p') print_token = true;
-            else encrypt = true;
-            continue;
-        }
-        int ok = v != NULL;
-        char local[80];
-        if (ok && strcmp(a, "--status") == 0 && (v[0] == ':' || strspn(v, "0123456789") == strlen(v))) {
-            snprintf(local, sizeof local, "127.0.0.1%s%s", v[0] == ':' ? "" : ":", v);
-            v = local;
-        }
-        if (ok && strcmp(a, "--secret-file") == 0) secret_file = v;
-        else if (ok && strcmp(a, "--listen") == 0) ok = ccoip_parse_address(v, 48148, &addr);
-        else if (ok && strcmp(a, "--status") == 0) ok = want_status = ccoip_parse_address(v, 48147, &status_addr);
-        else if (ok && strcmp(a, "--log-level") == 0) {
-            int l = log_parse_level(v);
-            if ((ok = l != LOG_PARSE_FAILED)) log_set_level((log_level_t) l);
-        } else if (ok && strcmp(a, "--heartbeat-timeout-ms") == 0) ok = parse_ms(v, &opt.heartbeat_timeout_ms);
-        else if (ok && strcmp(a, "--handshake-timeout-ms") == 0) ok = parse_ms(v, &opt.handshake_timeout_ms);
-        else if (ok && strcmp(a, "--rejoin-window-s") == 0) ok = parse_seconds(v, &opt.rejoin_window_ms);
-        else if (ok && strcmp(a, "--admit-tries") == 0) ok = parse_count(v, &opt.admit_tries);
-        else if (ok && strcmp(a, "--fingerprint") == 0) ok = parse_fp_mode(v, &opt.fingerprint_mode);
-        else ok = 0;
-        if (!ok) {
-            fprintf(stderr, "pccl-master: bad argument %s%s%s\n", a, v ? " " : "", v ? v : "");
+        bool flag = strcmp(opt, "--print-status-token") == 0 || strcmp(opt, "--encrypt") == 0;
+        if (!parse_option(a, opt, flag ? NULL : v)) {
+            fprintf(stderr, "pccl-master: bad argument %s%s%s\n", opt, v && !flag ? " " : "", v && !flag ? v : "");
             usage(stderr);
             return 2;
         }
+        i += !flag; /* every other option takes a value */
     }
-    ccoip_auth_key_t key;
-    if (secret_file != NULL && (!ccoip_auth_init() || !ccoip_secret_load_key(secret_file, &key))) return 1;
-    if (encrypt && secret_file == NULL) {
+    if (a->encrypt && a->secret_file == NULL) {
         fprintf(stderr, "pccl-master: --encrypt needs --secret-file (the keys come from the run secret)\n");
         return 2;
     }
-    if (print_token) {
-        if (secret_file == NULL) {
-            fprintf(stderr, "pccl-master: --print-status-token needs --secret-file\n");
-            return 2;
-        }
-        char token[65];
-        ccoip_auth_status_token(&key, token);
-        printf("%s\n", token);
-        return 0;
+    if (a->print_token && a->secret_file == NULL) {
+        fprintf(stderr, "pccl-master: --print-status-token needs --secret-file\n");
+        return 2;
     }
+    return -1;
+}
+
+/* Runs the master until SIGINT or SIGTERM; the exit status. */
+static int serve(args_t *a, ccoip_auth_key_t *key) {
     ccoip_raise_fd_limit();
     ccoip_os_ignore_sigpipe(); /* log lines into a closed pipe must not end the run */
     ccoip_os_block_termination_signals(); /* before any thread starts: they inherit the mask */
     pcclInit();
     pcclMasterInstance_t *m;
-    if (pcclCreateMaster(addr, &m) != pcclSuccess) return 1;
-    ccoip_master_set_options(m, &opt);
-    if (secret_file != NULL) {
-        ccoip_master_set_key(m, &key);
-        ccoip_master_set_encrypt(m, encrypt);
-        memset(&key, 0, sizeof key);
+    if (pcclCreateMaster(a->addr, &m) != pcclSuccess) return 1;
+    ccoip_master_set_options(m, &a->opt);
+    if (a->secret_file != NULL) {
+        ccoip_master_set_key(m, key);
+        ccoip_master_set_encrypt(m, a->encrypt);
+        memset(key, 0, sizeof *key);
     }
-    if (want_status && !ccoip_master_serve_status(m, status_addr)) {
+    if ((a->want_status && !ccoip_master_serve_status(m, a->status_addr)) || pcclRunMaster(m) != pcclSuccess) {
         pcclDestroyMaster(m);
         return 1;
     }
-    if (pcclRunMaster(m) != pcclSuccess) {
-        pcclDestroyMaster(m);
-        return 1;
-    }
-    addr.port = ccoip_master_port(m);
+    a->addr.port = ccoip_master_port(m);
     char name[80];
-    ccoip_format_address(&addr, name, sizeof name);
+    ccoip_format_address(&a->addr, name, sizeof name);
     printf("pccl-master: listening on %s\n", name);
-    if (want_status) {
-        status_addr.port = ccoip_master_status_port(m);
-        ccoip_format_address(&status_addr, name, sizeof name);
+    if (a->want_status) {
+        a->status_addr.port = ccoip_master_status_port(m);
+        ccoip_format_address(&a->status_addr, name, sizeof name);
         printf("pccl-master: status on http://%s/metrics\n", name);
     }
     fflush(stdout);
@@ -169,4 +172,20 @@ int main(int argc, char **argv) {
     pcclMasterAwaitTermination(m);
     pcclDestroyMaster(m);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    if (getenv("PCCL_LOG_LEVEL") == NULL) log_set_level(LOG_LEVEL_INFO);
+    args_t a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    ccoip_auth_key_t key;
+    if (a.secret_file != NULL && (!ccoip_auth_init() || !ccoip_secret_load_key(a.secret_file, &key))) return 1;
+    if (a.print_token) {
+        char token[65];
+        ccoip_auth_status_token(&key, token);
+        printf("%s\n", token);
+        return 0;
+    }
+    return serve(&a, &key);
 }

@@ -229,6 +229,39 @@ static cuda_status_t queue_side(ccoip_gate_t *g, void *stream, bool input, const
     return st;
 }
 
+/* A free gate of the set, marked busy; NULL when CCOIP_MAX_OPS are in flight. */
+static ccoip_gate_t *claim(ccoip_gates_t *s) {
+    ccoip_gate_t *g = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < CCOIP_MAX_OPS && g == NULL; i++)
+        if (!s->g[i].busy) g = &s->g[i];
+    if (g != NULL) g->busy = true;
+    pthread_mutex_unlock(&s->lock);
+    return g;
+}
+
+/* The plan: the op's pieces, and the rank of the last op that ran in a world of this size (a
+ * guess at first). */
+static void plan(ccoip_gates_t *s, ccoip_gate_t *g, uint32_t world, size_t count, size_t esz) {
+    pthread_once(&parts_once, parts_init);
+    if (world == 0) world = 1;
+    size_t bytes = count * esz;
+    g->world = world;
+    g->rank = atomic_load(&s->last_world) == world ? atomic_load(&s->last_rank) % world : 0;
+    g->count = count;
+    g->esz = esz;
+    g->bytes = bytes;
+    size_t part = (bytes + max_parts - 1) / max_parts;
+    g->part = max_parts == 1 && bytes > 0 ? bytes : part > MIN_PART ? part : MIN_PART;
+    g->pieces = g->ranges = (uint32_t) ((bytes + g->part - 1) / g->part);
+    g->base = atomic_load_explicit((_Atomic uint32_t *) g->word, memory_order_relaxed);
+    g->released = 0;
+    g->waited = 0;
+    g->in_plan = false;
+    memset(g->final_bytes, 0, sizeof g->final_bytes);
+    store_word(g->status, 0); /* the last user's mark kernel has passed: event_out did */
+}
+
 pcclResult_t ccoip_gate_open(ccoip_gates_t **slot, pthread_mutex_t *lock, reduce_cache_t *pinned, void *stream,
                              const void *sendbuf, void *recvbuf, size_t count, size_t esz, uint32_t world,
                              ccoip_gate_t **out) {
@@ -246,12 +279,7 @@ pcclResult_t ccoip_gate_open(ccoip_gates_t **slot, pthread_mutex_t *lock, reduce
         reduce_cache_free(pinned, host);
         return pcclInternalError;
     }
-    ccoip_gate_t *g = NULL;
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < CCOIP_MAX_OPS && g == NULL; i++)
-        if (!s->g[i].busy) g = &s->g[i];
-    if (g != NULL) g->busy = true;
-    pthread_mutex_unlock(&s->lock);
+    ccoip_gate_t *g = claim(s);
     if (g == NULL) {
         LOG_ERROR(MOD, "pcclAllReduceOnStream: %d stream-ordered all-reduces are in flight, the most there may be",
                   CCOIP_MAX_OPS);
@@ -265,26 +293,9 @@ pcclResult_t ccoip_gate_open(ccoip_gates_t **slot, pthread_mutex_t *lock, reduce
         LOG_ERROR(MOD, "pcclAllReduceOnStream: cannot create CUDA events");
         return pcclInternalError;
     }
-    /* The plan: the rank of the last op that ran in a world of this size (a guess at first). */
-    pthread_once(&parts_once, parts_init);
-    if (world == 0) world = 1;
-    g->world = world;
-    g->rank = atomic_load(&s->last_world) == world ? atomic_load(&s->last_rank) % world : 0;
-    g->count = count;
-    g->esz = esz;
-    g->bytes = bytes;
-    size_t part = (bytes + max_parts - 1) / max_parts;
-    g->part = max_parts == 1 && bytes > 0 ? bytes : part > MIN_PART ? part : MIN_PART;
-    g->pieces = g->ranges = (uint32_t) ((bytes + g->part - 1) / g->part);
-    g->base = atomic_load_explicit((_Atomic uint32_t *) g->word, memory_order_relaxed);
-    g->released = 0;
-    g->waited = 0;
-    g->in_plan = false;
-    memset(g->final_bytes, 0, sizeof g->final_bytes);
+    plan(s, g, world, count, esz);
     g->pinned = pinned;
     g->host = host;
-    store_word(g->status, 0); /* the last user's mark kernel has passed: event_out did */
-
     pthread_mutex_lock(&s->queue);
     pthread_mutex_lock(&s->lock);
     g->ticket = s->next_ticket++;

@@ -481,6 +481,29 @@ static ccoip_status_t recv_tensors(ccoip_sealed_t *in, const ccoip_ss_slot_t **s
     return st;
 }
 
+/* The distributor's answer to our request: a header that lists our tensors, in order, with our
+ * sizes. */
+static pcclResult_t check_header(const ccoip_packet_t *p, const ccoip_ss_slot_t **sl, uint32_t n, const char *name) {
+    const ccoip_ss_header_t *h = &p->u.ss_header;
+    const char *bad = NULL;
+    if (p->type != CCOIP_PKT_SS_HEADER) bad = "it did not answer with a header";
+    else if (h->status == CCOIP_SSH_NOT_SERVING) bad = "it is not serving this sync any more";
+    else if (h->status != CCOIP_SSH_OK) bad = "it does not hold a tensor we asked for";
+    else if (h->count != n) bad = "its header lists other tensors";
+    for (uint32_t i = 0; bad == NULL && i < n; i++) {
+        if (strcmp(h->items[i].name, sl[i]->name) != 0) bad = "its header lists other tensors";
+        else if (h->items[i].size != sl[i]->bytes) {
+            LOG_ERROR(MOD, "shared state: distributor %s holds tensor \"%s\" with %llu bytes, we have %llu", name,
+                      sl[i]->name, (unsigned long long) h->items[i].size, (unsigned long long) sl[i]->bytes);
+            bad = "a tensor's size differs";
+        }
+    }
+    if (bad == NULL) return pcclSuccess;
+    LOG_ERROR(MOD, "shared state: distributor %s refused or answered wrongly: %s", name, bad);
+    return p->type == CCOIP_PKT_SS_HEADER && h->status == CCOIP_SSH_NOT_SERVING ? pcclRankConnectionLost
+                                                                              : pcclInternalError;
+}
+
 pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fetch, uint32_t n,
                             const ccoip_ss_slot_t *slots, size_t nslots, uint64_t *rx) {
     ccoip_peer_ss_t *ss = comm->ss;
@@ -521,27 +544,7 @@ pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fet
             res = pcclRankConnectionLost;
         }
     }
-    if (res == pcclSuccess) {
-        const ccoip_ss_header_t *h = &p.u.ss_header;
-        const char *bad = NULL;
-        if (p.type != CCOIP_PKT_SS_HEADER) bad = "it did not answer with a header";
-        else if (h->status == CCOIP_SSH_NOT_SERVING) bad = "it is not serving this sync any more";
-        else if (h->status != CCOIP_SSH_OK) bad = "it does not hold a tensor we asked for";
-        else if (h->count != n) bad = "its header lists other tensors";
-        for (uint32_t i = 0; bad == NULL && i < n; i++) {
-            if (strcmp(h->items[i].name, sl[i]->name) != 0) bad = "its header lists other tensors";
-            else if (h->items[i].size != sl[i]->bytes) {
-                LOG_ERROR(MOD, "shared state: distributor %s holds tensor \"%s\" with %llu bytes, we have %llu", name,
-                          sl[i]->name, (unsigned long long) h->items[i].size, (unsigned long long) sl[i]->bytes);
-                bad = "a tensor's size differs";
-            }
-        }
-        if (bad != NULL) {
-            LOG_ERROR(MOD, "shared state: distributor %s refused or answered wrongly: %s", name, bad);
-            res = p.type == CCOIP_PKT_SS_HEADER && h->status == CCOIP_SSH_NOT_SERVING ? pcclRankConnectionLost
-                                                                                     : pcclInternalError;
-        }
-    }
+    if (res == pcclSuccess) res = check_header(&p, sl, n, name);
     if (res == pcclSuccess) {
         xfer_t x;
         xfer_init(&x, "received", name, total, 0);
