@@ -87,9 +87,9 @@ CHECKS = [
     (STATUS, r"at\s+most (\d+) connections are served", 1, HTTP, "MAX_CONNS"),
     (CC, r"bounded requests, (\d+) connections", 1, HTTP, "MAX_CONNS"),
     # Ports.
-    (STATUS, r"PORT to (\d+)\)", 1, MAIN, r"re:ccoip_parse_address\(v, (\d+), &status_addr\)"),
-    (TOP, r"it listens on 0\.0\.0\.0:(\d+)\)", 1, MAIN, r're:ccoip_parse_address\("0\.0\.0\.0", (\d+), &addr\)'),
-    (CC, r"Default `--listen 0\.0\.0\.0:(\d+)`", 1, MAIN, r're:ccoip_parse_address\("0\.0\.0\.0", (\d+), &addr\)'),
+    (STATUS, r"PORT to (\d+)\)", 1, MAIN, r"re:ccoip_parse_address\(v, (\d+), &a->status_addr\)"),
+    (TOP, r"it listens on 0\.0\.0\.0:(\d+)\)", 1, MAIN, r're:ccoip_parse_address\("0\.0\.0\.0", (\d+), &a->addr\)'),
+    (CC, r"Default `--listen 0\.0\.0\.0:(\d+)`", 1, MAIN, r're:ccoip_parse_address\("0\.0\.0\.0", (\d+), &a->addr\)'),
     (COMPAT, r"`CCOIP_PROTOCOL_PORT_MASTER` \((\d+)\)", 1, CCOIP_H, "CCOIP_PROTOCOL_PORT_MASTER"),
     (CC, r"bump-allocates the p2p listener from (\d+) upward", 1, P2P, "FIRST_PORT"),
     (TOPOD, r"port bump-allocated from (\d+)", 1, BENCH, "FIRST_PORT"),
