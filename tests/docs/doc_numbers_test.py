@@ -24,7 +24,7 @@ S, MIN, KIB, MIB = 1000, 60000, 1024, 1 << 20
 PACKETS, WIRE = "ccoip/wire/ccoip_packets.h", "ccoip/wire/ccoip_wire.h"
 LISTENER, CONN = "ccoip/net/ccoip_listener.h", "ccoip/net/ccoip_conn.h"
 SHMPIPE_H, SHMPIPE_C = "ccoip/net/ccoip_shmpipe.h", "ccoip/net/ccoip_shmpipe.c"
-MSTATE_H, MSTATE_C = "ccoip/master/ccoip_master_state.h", "ccoip/master/ccoip_master_state.c"
+MAUTH_H, MSTATE_C = "ccoip/master/ccoip_master_auth.h", "ccoip/master/ccoip_master_state.c"
 HTTP, BW, MAIN = "ccoip/master/ccoip_master_http.c", "ccoip/master/ccoip_master_bw.c", "ccoip/master/master_main.c"
 TOPO = "ccoip/master/ccoip_master_topo.h"
 P2P, P2P_H, SHARED = "ccoip/peer/ccoip_peer_p2p.c", "ccoip/peer/ccoip_p2p.h", "ccoip/peer/ccoip_peer_shared.c"
@@ -66,10 +66,10 @@ CHECKS = [
     (SEC, r"Each handshake has its (\d+) s deadline", S, P2P, "HANDSHAKE_MS"),
     (SEC, r"Each handshake has its (\d+) s deadline", S, SHARED, "HANDSHAKE_MS"),
     (SEC, r"Each handshake has its (\d+) s deadline", S, BENCH, "HANDSHAKE_MS"),
-    (SEC, r"at most (\d+) connections and", 1, MSTATE_H, "CCOIP_MAX_CONNECTIONS"),
-    (CC, r"Connections are capped: (\d+) in all", 1, MSTATE_H, "CCOIP_MAX_CONNECTIONS"),
-    (SEC, r"and (\d+) not yet joined per source address", 1, MSTATE_H, "CCOIP_MAX_UNJOINED_PER_ADDR"),
-    (CC, r"in all, (\d+) not yet joined per source address", 1, MSTATE_H, "CCOIP_MAX_UNJOINED_PER_ADDR"),
+    (SEC, r"at most (\d+) connections and", 1, MAUTH_H, "CCOIP_MAX_CONNECTIONS"),
+    (CC, r"Connections are capped: (\d+) in all", 1, MAUTH_H, "CCOIP_MAX_CONNECTIONS"),
+    (SEC, r"and (\d+) not yet joined per source address", 1, MAUTH_H, "CCOIP_MAX_UNJOINED_PER_ADDR"),
+    (CC, r"in all, (\d+) not yet joined per source address", 1, MAUTH_H, "CCOIP_MAX_UNJOINED_PER_ADDR"),
     (SEC, r"within the handshake timeout \((\d+) s\)", S, MSTATE_C, r"re:handshake_timeout_ms = (\d+);"),
     (CC, r"within the handshake timeout \((\d+) s\)", S, MSTATE_C, r"re:handshake_timeout_ms = (\d+);"),
     (CC, r"heartbeat timeout\s+\((\d+) s\)", S, MSTATE_C, r"re:heartbeat_timeout_ms = (\d+);"),
