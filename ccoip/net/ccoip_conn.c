@@ -172,6 +172,9 @@ ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, 
     case CCOIP_HELLO_UNKNOWN_PEER:
         LOG_DEBUG(MOD, "%s does not know us (yet)", what);
         return CCOIP_ERR_REFUSED;
+    case CCOIP_HELLO_NOT_SERVING:
+        LOG_WARN(MOD, "%s is in no shared-state sync: its sync ended (its master link broke?)", what);
+        return CCOIP_ERR_REFUSED;
     default:
         LOG_ERROR(MOD, "%s refused the handshake (status %u)", what, ack->status);
         return CCOIP_ERR_REFUSED;

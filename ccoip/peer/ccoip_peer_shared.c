@@ -274,10 +274,19 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     uint8_t status = CCOIP_HELLO_OK;
     worker_t *w = NULL;
     pthread_mutex_lock(&ss->lock);
-    bool known = false;
+    bool in_sync = ss->serving, known = false;
     for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
     bool full = ss->nworkers == MAX_WORKERS;
     pthread_mutex_unlock(&ss->lock);
+    if (!in_sync) {
+        /* A receiver holds a RESULT that names us only while every distributor is in that sync
+         * (each serves from before its SYNC until the master's DONE): ours ended (failed, e.g. the
+         * master died before our RESULT came). Final, so that it fails now instead of retrying. */
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_NOT_SERVING, NULL);
+        LOG_DEBUG(MOD, "refused shared-state connection from %s: in no sync", who);
+        ccoip_sock_close(fd);
+        return;
+    }
     /* The proof outside the lock: it waits for the caller's AUTH. */
     if (known && full) {
         ccoip_conn_answer_hello(fd, CCOIP_HELLO_BUSY, NULL);
@@ -427,7 +436,8 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, cons
                               ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
-        /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final. */
+        /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final
+         * (NOT_SERVING: its sync ended, it will never serve this one). */
         if (st != CCOIP_ERR_REFUSED || (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY)) break;
         ccoip_sleep_ms(10);
     }

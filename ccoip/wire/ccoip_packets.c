@@ -82,7 +82,7 @@ static const field_t hello_fields[] = {
     UUID(ccoip_hello_t, uuid), GATE(ccoip_hello_t, version, 2),
     U8R(ccoip_hello_t, flags, 0, CCOIP_HELLO_F_ALL), BYTES(ccoip_hello_t, nonce)};
 static const field_t hello_ack_fields[] = {
-    U32(ccoip_hello_ack_t, magic), U16(ccoip_hello_ack_t, version), U8R(ccoip_hello_ack_t, status, 0, 7),
+    U32(ccoip_hello_ack_t, magic), U16(ccoip_hello_ack_t, version), U8R(ccoip_hello_ack_t, status, 0, CCOIP_HELLO_NOT_SERVING),
     UUID(ccoip_hello_ack_t, uuid), GATE(ccoip_hello_ack_t, version, 2),
     U8R(ccoip_hello_ack_t, flags, 0, CCOIP_HELLO_F_ALL), BYTES(ccoip_hello_ack_t, nonce), BYTES(ccoip_hello_ack_t, mac)};
 static const field_t auth_fields[] = {U8R(ccoip_auth_t, ok, 0, 1), BYTES(ccoip_auth_t, mac)};

@@ -113,7 +113,8 @@ typedef enum ccoip_hello_status_t {
     CCOIP_HELLO_UNKNOWN_PEER = 4, /* p2p: the master has not announced this UUID to us */
     CCOIP_HELLO_BUSY = 5,         /* shutting down, or over a limit */
     CCOIP_HELLO_SECRET = 6,       /* the run's secret was refused: one side has none, or they differ */
-    CCOIP_HELLO_ENCRYPTION = 7    /* one side encrypts (PCCL_ENCRYPT), the other not */
+    CCOIP_HELLO_ENCRYPTION = 7,   /* one side encrypts (PCCL_ENCRYPT), the other not */
+    CCOIP_HELLO_NOT_SERVING = 8   /* shared state: in no sync, so no RESULT will announce the caller */
 } ccoip_hello_status_t;
 
 /* HELLO / HELLO_ACK flags (version 2). */

@@ -233,9 +233,11 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
     hello[6] = 5;
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
-    /* HELLO_ACK status over range. */
-    uint8_t ack[23] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 8};
+    /* HELLO_ACK status over range (8, NOT_SERVING, is the last). */
+    uint8_t ack[23] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 9};
     CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, ack, 23) == CCOIP_ERR_INVALID);
+    ack[6] = CCOIP_HELLO_NOT_SERVING;
+    CHECK(decode_bytes(CCOIP_PKT_HELLO_ACK, ack, 23) == CCOIP_OK);
     /* Version 2 carries flags and a nonce after the gate (the ack adds a MAC): required from
      * version 2 on, absent before, so a version 1 HELLO still decodes (and is refused by version). */
     uint8_t h2[57] = {0x43, 0x43, 0x4f, 0x50, 0, 2, 2};

@@ -60,12 +60,20 @@ static bool first_result(const rr_run_t *r, const char *call, bool want) {
     return true;
 }
 
+/* No peer may wait this long after the restart (issue 29: no hang over 5 s); a sanitizer's
+ * steps take several times longer. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define DONE_MS 20000
+#else
+#define DONE_MS 5000
+#endif
+
 static int hook_case(const char *name, const char *die, const char *call, bool want) {
     rr_run_t r;
     int64_t t0 = rr_now_ms();
     bool ok = begin(&r, die) && restart_after_hook(&r);
     int64_t restarted = rr_now_ms();
-    ok = ok && rr_finish(&r, 60000) && rr_same_calls(&r) && first_result(&r, call, want);
+    ok = ok && rr_finish(&r, DONE_MS) && rr_same_calls(&r) && first_result(&r, call, want);
     printf("verdict: %s: %s (master restarted %lld ms after the start, the peers done %lld ms later)\n", name,
            ok ? "every peer alike" : "FAILED", (long long) (restarted - t0), (long long) (rr_now_ms() - restarted));
     if (!ok) rr_dump(&r);
@@ -178,6 +186,16 @@ int main(int argc, char **argv) {
     bad += hook_case("COMMENCE to two of four", "M2C_COLLECTIVE_COMMENCE:2", "allreduce", false);
     bad += hook_case("sync DONE to two of four", "M2C_SHARED_STATE_DONE:2", "sync", true);
     bad += hook_case("sync RESULT to two of four", "M2C_SHARED_STATE_RESULT:2", "sync", false);
+    /* The same with a fetch: a receiver that got its RESULT must not wait for distributors whose
+     * sync failed without one (they answer NOT_SERVING; before, it retried for 10 s). */
+    setenv("RESTART_PEER_DRIFT", "0", 1); /* peer 0 joins first: its RESULT goes out first */
+    for (int n = 1; n <= 3; n++) {
+        char die[64], name[64];
+        snprintf(die, sizeof die, "M2C_SHARED_STATE_RESULT:%d", n);
+        snprintf(name, sizeof name, "sync RESULT to %d of four, one fetching", n);
+        bad += hook_case(name, die, "sync", false);
+    }
+    unsetenv("RESTART_PEER_DRIFT");
     bad += left_out_case();
     bad += rejoin_in_round_case();
     setenv("RESTART_PEER_DRIFT", "3", 1);
