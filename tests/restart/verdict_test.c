@@ -2,13 +2,15 @@
  * docs/group-state-machine.md, "When the master dies"). Four restart_peer processes; the master
  * ends itself with the PCCL_MASTER_TEST_DIE hook between two members' packets and is restarted on
  * its port; every peer must then make the same calls, all succeeding or all failing, and
- * every success must leave the same bytes:
+ * every success must leave the same bytes, and every peer must end within DONE_MS of the restart:
  *   1. DONE of the first all-reduce sent to two members: all four succeed (the other two learn
  *      from the restarted master that it knows nothing, and their completed rings decide);
  *   2. COMMENCE sent to two members: all four fail alike, nobody hangs (the two without it break their links, so the two rings that started fail);
  *   3. the shared-state DONE sent to two members: all four syncs succeed (the restarted master
  *      hears in the REJOINs that every member got the election);
- *   4. the shared-state RESULT (the election) sent to two members: all four syncs fail;
+ *   4. the shared-state RESULT (the election) sent to two members: all four syncs fail; then to
+ *      1, 2 and 3 members while one member fetches (a receiver with its RESULT must not wait for
+ *      distributors whose sync failed: they answer "not serving");
  *   5. a live member not left out: two members are stopped while the master restarts and come
  *      back 150 ms after the other two rejoined: no step runs without them;
  *   6. a member that rejoins while the restarted master's first topology round runs (issue 29, 2):
