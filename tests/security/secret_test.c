@@ -282,11 +282,14 @@ int main(int argc, char **argv) {
         /* No secret: refused before anything else, whatever UUID it claims. */
         CHECK(su_handshake(lports[r], (uint8_t) roles[r], &peers[0].uuid, 0, NULL, &closed) == CCOIP_HELLO_SECRET && closed);
         /* A member's UUID (learned somehow) with a wrong MAC: an announced UUID gets as far as the
-         * proof and is refused there; an unannounced one is refused as unknown. */
+         * proof and is refused there; an unannounced one is refused as unknown, and on the
+         * shared-state listener between syncs as "not serving", before any proof too. */
         for (int k = 0; k < NPEERS; k++) {
             if (k == 1) continue;
             int res = su_handshake(lports[r], (uint8_t) roles[r], &peers[k].uuid, CCOIP_HELLO_F_SECRET, NULL, &closed);
-            CHECK((res == 100 + CCOIP_HELLO_SECRET || res == CCOIP_HELLO_UNKNOWN_PEER) && closed);
+            bool refused = res == 100 + CCOIP_HELLO_SECRET || res == CCOIP_HELLO_UNKNOWN_PEER ||
+                           (roles[r] == CCOIP_ROLE_SHARED_STATE && res == CCOIP_HELLO_NOT_SERVING);
+            CHECK(refused && closed);
             claimed_ok += res == 100 + CCOIP_HELLO_SECRET;
         }
     }
