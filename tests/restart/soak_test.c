@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
     bool hooked = false; /* the master died by its hook: that was the kill */
     char die[64] = "";   /* the hook armed last */
     for (int k = 0; k < kills && bad == 0; k++) {
-        char how[96];
+        char how[160]; /* the hook's name and a sentence */
         snprintf(how, sizeof how, "its hook %s, between two members' packets", die);
         if (!hooked && !kill_master(&r, k, how, sizeof how)) break;
         int at = min_step(&r);
