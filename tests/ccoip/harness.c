@@ -150,6 +150,25 @@ bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size
 
 bool h_admit(h_proc_t *peers, int n, h_proc_t *newcomer) { return h_admit_reply(peers, n, newcomer, NULL, 0); }
 
+char *h_read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NULL;
+    size_t n = 0, cap = 1 << 16;
+    char *b = malloc(cap + 1);
+    for (size_t got; b != NULL && (got = fread(b + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *more = realloc(b, 2 * cap + 1);
+            if (more == NULL) free(b);
+            b = more;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b != NULL) b[n] = '\0';
+    return b;
+}
+
 bool h_await_log(const char *path, const char *needle, int count, int timeout_ms) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {

@@ -58,6 +58,9 @@ bool h_admit_reply(h_proc_t *peers, int n, h_proc_t *newcomer, char *reply, size
 /* Waits until the file at path (a master's log, see h_stderr_path) has at least `count` lines
  * containing needle; false after timeout_ms. */
 bool h_await_log(const char *path, const char *needle, int count, int timeout_ms);
+/* The whole file at path, NUL-terminated, in a malloc'd buffer the caller frees; NULL when it
+ * cannot be read. */
+char *h_read_file(const char *path);
 /* The master's log line for each peer that registered and waits for admission. */
 #define H_LOG_PENDING "pending admission"
 /* Waits for exit (SIGKILL after timeout_ms); returns the exit status or -1. */

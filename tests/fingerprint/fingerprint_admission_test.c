@@ -27,13 +27,10 @@ static bool write_fp(const char *path, const pcclDeterminismFingerprint_t *fp) {
 }
 
 static bool log_has(const char *needle) {
-    FILE *f = fopen(log_path, "r");
-    if (f == NULL) return false;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
+    char *log = h_read_file(log_path);
+    bool has = log != NULL && strstr(log, needle) != NULL;
+    free(log);
+    return has;
 }
 
 static bool spawn_peer(h_proc_t *p, const char *bin, int port, const char *fp_file) {

@@ -117,17 +117,6 @@ static int left_out_case(void) {
     return ok ? 0 : 1;
 }
 
-/* The master log's text, or NULL. */
-static char *read_log(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return NULL;
-    static char buf[1 << 18];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 /* The k-th (from 0) occurrence of needle in text, or NULL. */
 static const char *nth(const char *text, const char *needle, int k) {
     const char *at = text;
@@ -139,11 +128,12 @@ static const char *nth(const char *text, const char *needle, int k) {
 /* The scenario of case 6 happened: the 4th REJOIN came after a round of 3 started and before it
  * ended (so the test holds without the fix too, where it hangs instead). */
 static bool rejoined_in_round(const char *log_path) {
-    const char *log = read_log(log_path);
+    char *log = h_read_file(log_path);
     const char *start = log ? strstr(log, ": 3 participants") : NULL;
     const char *fourth = log ? nth(log, "rejoined", 3) : NULL;
     const char *done = start ? strstr(start, " done: ") : NULL;
     bool in = start != NULL && fourth != NULL && fourth > start && (done == NULL || fourth < done);
+    free(log);
     if (!in) fprintf(stderr, "verdict: the 4th member did not rejoin during the round of 3\n");
     return in;
 }
