@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "ccoip/master/ccoip_master_http.h"
+#include "ccoip/master/ccoip_master_probe.h"
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "log/log.h"
@@ -29,6 +30,7 @@ typedef struct mconn_t {
     size_t len, cap;
     bool closing;
     bool want_drop; /* a write failed: drop after the current callback */
+    ccoip_mprobe_t *probe; /* the connection back to its p2p listener, while under way */
 } mconn_t;
 
 typedef struct mwrite_t {
@@ -53,6 +55,7 @@ struct pcclMasterInstanceState_t {
 
 static void on_closed(uv_handle_t *h) {
     mconn_t *mc = (mconn_t *) h;
+    ccoip_mprobe_forget(mc->probe);
     ccoip_mfp_on_leave(&mc->c); /* a connection closed before the state dropped it */
     free(mc->buf);
     free(mc);
@@ -70,6 +73,8 @@ static void io_close(void *ctx, ccoip_mclient_t *c) {
     mconn_t *mc = c->io;
     if (mc->closing) return;
     mc->closing = true;
+    ccoip_mprobe_forget(mc->probe);
+    mc->probe = NULL;
     uv_read_stop((uv_stream_t *) &mc->tcp);
     uv_shutdown_t *req = malloc(sizeof *req);
     if (req == NULL || uv_shutdown(req, (uv_stream_t *) &mc->tcp, on_shutdown) != 0) {
@@ -153,6 +158,29 @@ static void sweep(struct pcclMasterInstanceState_t *m) {
             i++;
         }
     }
+}
+
+static bool to_sockaddr(const ccoip_socket_address_t *a, struct sockaddr_storage *ss);
+
+static void on_probed(void *owner, bool ok, const char *why) {
+    mconn_t *mc = owner;
+    mc->probe = NULL;
+    ccoip_mstate_on_probe(&mc->m->st, &mc->c, ok, why, uv_now(&mc->m->loop));
+    sweep(mc->m);
+}
+
+/* State callback: the connection back to c's p2p listener (ccoip_master_probe.h). */
+static void io_probe(void *ctx, ccoip_mclient_t *c, const ccoip_inet_address_t *a, uint16_t port) {
+    struct pcclMasterInstanceState_t *m = ctx;
+    mconn_t *mc = c->io;
+    struct sockaddr_storage ss;
+    ccoip_socket_address_t to = {*a, port};
+    ccoip_mprobe_forget(mc->probe);
+    mc->probe = to_sockaddr(&to, &ss) ? ccoip_mprobe_start(&m->loop, (const struct sockaddr *) &ss,
+                                                           m->st.opt.probe_timeout_ms, on_probed, mc)
+                                      : NULL;
+    /* The state machine takes a synchronous outcome too (it has not answered the JOIN yet). */
+    if (mc->probe == NULL) ccoip_mstate_on_probe(&m->st, c, false, "cannot start a connection", uv_now(&m->loop));
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -388,6 +416,7 @@ pcclResult_t ccoip_master_create(ccoip_socket_address_t listen_address, pcclMast
     m->st.send = io_send;
     m->st.close = io_close;
     m->st.make_uuid = io_make_uuid;
+    m->st.probe = io_probe;
     m->st.ctx = m;
     uv_tcp_init(&m->loop, &m->server);
     uv_timer_init(&m->loop, &m->timer);

@@ -78,6 +78,12 @@ typedef struct ccoip_mclient_t {
     ccoip_inet_address_t addr; /* as the master saw the connection */
     bool loopback;
     uint16_t p2p_port, ss_port, bench_port;
+    /* Where the others dial it: addr and the ports above, or what it advertised (JOIN). */
+    ccoip_inet_address_t dial_addr;
+    uint16_t dial_p2p, dial_ss, dial_bench;
+    bool probing;   /* the master's connection back to its p2p listener is under way */
+    bool reachable; /* that connection got through (or no probe was made): edges to it are dialled
+                       by their other end; false: it dials them (docs/nat.md) */
     bool dropped;
     bool heard;   /* it sent a byte: not a silent connection to evict (ccoip_mauth_may_connect) */
     bool in_round;
@@ -115,6 +121,9 @@ typedef struct ccoip_master_options_t {
     uint64_t rejoin_grace_ms;
     /* A newcomer whose links failed this many admission rounds is refused (pcclConnect fails). */
     uint32_t admit_tries;
+    /* How long the connection back to a joining peer's p2p listener may take (0: none is made
+     * and every peer counts as reachable). */
+    uint64_t probe_timeout_ms;
     uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
     bool strict_revisions; /* PCCL_STRICT=revision: a peer that synced gives its last revision + 1 */
 } ccoip_master_options_t;
@@ -177,6 +186,9 @@ struct ccoip_master_state_t {
     void (*send)(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p);
     void (*close)(void *ctx, ccoip_mclient_t *c);
     void (*make_uuid)(void *ctx, ccoip_uuid_t *out);
+    /* Connects to a:port within opt.probe_timeout_ms and calls ccoip_mstate_on_probe with the
+     * outcome, unless c is dropped first (NULL: no probes, every peer reachable). */
+    void (*probe)(void *ctx, ccoip_mclient_t *c, const ccoip_inet_address_t *a, uint16_t port);
     void *ctx;
     struct ccoip_mbw_t *bw; /* bandwidth matrix and optimisation (ccoip_master_bw.c); NULL until used */
     ccoip_mcounters_t counters;

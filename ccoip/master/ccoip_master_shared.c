@@ -255,7 +255,8 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
             m[i].candidate = false;
         }
     }
-    /* Pass 3: every other peer fetches what differs, from the least loaded holder. */
+    /* Pass 3: every other peer fetches what differs, from the least loaded holder that can be
+     * dialled (an unreachable one only when no other holds it). */
     for (size_t i = 0; i < n; i++) {
         if (m[i].status != CCOIP_SS_OK || m[i].s->req.strategy == STRAT_SEND_ONLY) continue;
         for (uint32_t t = 0; t < nt; t++) {
@@ -266,7 +267,10 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
             for (size_t k = 0; k < n; k++) {
                 if (m[k].status != CCOIP_SS_OK || m[k].s->req.strategy == STRAT_RECEIVE_ONLY) continue;
                 if (!same_hash(&m[k].s->req.tensors[t], want)) continue;
-                if (d == n || m[k].load < m[d].load) d = k;
+                /* Receivers dial their distributors: one the master could reach first (docs/nat.md). */
+                bool more_reachable = m[k].c->reachable && (d == n || !m[d].c->reachable);
+                bool as_reachable = d == n || m[k].c->reachable == m[d].c->reachable;
+                if (more_reachable || (as_reachable && (d == n || m[k].load < m[d].load))) d = k;
             }
             if (d == n) continue; /* cannot happen: the winner holds it */
             m[d].load += tensor_bytes(want);
@@ -276,8 +280,8 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
             f->hash_kind = want->hash_kind;
             f->hash = want->hash;
             f->uuid = m[d].c->uuid;
-            f->addr = m[d].c->addr;
-            f->ss_port = m[d].c->ss_port;
+            f->addr = m[d].c->dial_addr;
+            f->ss_port = m[d].c->dial_ss;
         }
     }
     free(winner);

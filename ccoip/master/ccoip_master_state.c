@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ccoip/master/ccoip_master_reach.h"
 #include "log/log.h"
 
 #define MOD "ccoip-master"
@@ -16,6 +17,7 @@ void ccoip_master_default_options(ccoip_master_options_t *o) {
     o->rejoin_window_ms = 60000;
     o->rejoin_grace_ms = 3000;
     o->admit_tries = 3;
+    o->probe_timeout_ms = 2000;
     o->fingerprint_mode = CCOIP_FP_CHECK;
     o->strict_revisions = ccoip_strict(getenv("PCCL_STRICT"), "revision");
 }
@@ -73,15 +75,15 @@ static void send_topology_result(ccoip_master_state_t *st, ccoip_mclient_t *c, u
     p.u.topology_result.round = st->round;
     p.u.topology_result.status = status;
     p.u.topology_result.world = ccoip_members_world(st, c);
-    p.u.topology_result.seen_addr = c->addr;
-    p.u.topology_result.seen_port = c->p2p_port;
+    p.u.topology_result.seen_addr = c->dial_addr;
+    p.u.topology_result.seen_port = c->dial_p2p;
     if (c->admit.sits_out) p.u.topology_result.why = c->admit.why; /* the round failed on this newcomer */
     send_packet(st, c, &p);
 }
 
 /* ---- Admission of newcomers whose links fail (ccoip_master_admit.h, docs/nat.md) ---------- */
 
-static bool newcomer(const ccoip_mclient_t *c) { return c->phase == CCOIP_MPHASE_REGISTERED; }
+static bool newcomer(const ccoip_mclient_t *c) { return c->phase == CCOIP_MPHASE_REGISTERED && !c->probing; }
 
 /* Whether c may be in the next admission round. */
 static bool eligible(const ccoip_mclient_t *c) { return newcomer(c) && !c->admit.sits_out && !c->admit.unreachable; }
@@ -184,10 +186,10 @@ static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
     memset(&e, 0, sizeof e);
     e.uuid = c->uuid;
     e.flags = flags;
-    e.addr = c->addr;
-    e.p2p_port = c->p2p_port;
-    e.ss_port = c->ss_port;
-    e.bench_port = c->bench_port;
+    e.addr = c->dial_addr;
+    e.p2p_port = c->dial_p2p;
+    e.ss_port = c->dial_ss;
+    e.bench_port = c->dial_bench;
     return e;
 }
 
@@ -201,6 +203,14 @@ static ccoip_mclient_t *find_uuid(ccoip_master_state_t *st, const ccoip_uuid_t *
         if (memcmp(&st->clients[i]->uuid, u, sizeof *u) == 0 && st->clients[i]->phase >= CCOIP_MPHASE_GREETED)
             return st->clients[i];
     return NULL;
+}
+
+/* Ids (and table places, which follow ids) renumbered in ring's order, so that this round and
+ * the next keep it. The table stays in id order: ranks in COMMENCE are table places
+ * (ccoip_master_coll.c). */
+static void renumber(ccoip_master_state_t *st, ccoip_mclient_t **ring, size_t n) {
+    for (size_t i = 0; i < n; i++) ring[i]->id = ++st->next_id;
+    qsort(st->clients, st->nclients, sizeof *st->clients, by_id);
 }
 
 /* After REJOINs, ring (sorted by id) is put back in the order the peers reported: from the first
@@ -228,12 +238,10 @@ static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring,
     }
     for (size_t i = 0; i < n; i++) {
         ring[i] = order[i];
-        ring[i]->id = ++st->next_id;
         memset(&ring[i]->next, 0, sizeof ring[i]->next);
     }
     free(order);
-    /* The table stays in id order: ranks in COMMENCE are table places (ccoip_master_coll.c). */
-    qsort(st->clients, st->nclients, sizeof *st->clients, by_id);
+    renumber(st, ring, n);
 }
 
 #define ALL_GROUPS UINT64_MAX
@@ -259,6 +267,7 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     }
     qsort(ring, n, sizeof *ring, by_id);
     restore_ring_order(st, ring, n);
+    if (ccoip_mreach_place(ring, n)) renumber(st, ring, n);
     if (st->round < st->round_floor) st->round = st->round_floor; /* above the rounds of a lost master */
     st->round++;
     st->round_active = true;
@@ -289,11 +298,14 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
             LOG_ERROR(MOD, "topology round %llu: out of memory", (unsigned long long) st->round);
             break; /* the round times out for everyone: they retry */
         }
+        /* Each edge is dialled by its sending end, unless only that end is reachable. */
+        uint8_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next) : 0;
+        uint8_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c) : 0;
         if (next != NULL && next == prev) {
-            entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM);
+            entries[count++] = entry_of(next, tx_flags | rx_flags);
         } else if (next != NULL) {
-            entries[count++] = entry_of(next, CCOIP_PEER_CONNECT_TO);
-            entries[count++] = entry_of(prev, CCOIP_PEER_ACCEPT_FROM);
+            entries[count++] = entry_of(next, tx_flags);
+            entries[count++] = entry_of(prev, rx_flags);
         }
         /* Then every other participant at c's address (any group), flagged SAME_HOST alone: the
          * peers that share c's host and its cores, for c's rule on sends by reference
@@ -648,6 +660,9 @@ static void send_join_response(ccoip_master_state_t *st, ccoip_mclient_t *c, uin
     memset(&r, 0, sizeof r);
     r.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
     r.u.join_response.status = status;
+    r.u.join_response.seen_addr = c->dial_addr;
+    r.u.join_response.seen_port = c->dial_p2p;
+    r.u.join_response.reachable = c->reachable;
     send_packet(st, c, &r);
 }
 
@@ -674,15 +689,40 @@ static bool take_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     c->p2p_port = j->p2p_port;
     c->ss_port = j->ss_port;
     c->bench_port = j->bench_port;
+    ccoip_mreach_take_join(c, j);
+    c->reachable = true; /* until a probe says otherwise */
+    if (st->probe != NULL && st->opt.probe_timeout_ms > 0) {
+        c->probing = true;
+        st->probe(st->ctx, c, &c->dial_addr, c->dial_p2p);
+    }
     return true;
+}
+
+/* A newcomer is answered once the master knows whether it can be dialled. */
+static void answer_join(ccoip_master_state_t *st, ccoip_mclient_t *c) {
+    send_join_response(st, c, CCOIP_JOIN_OK);
+    LOG_INFO(MOD, "%s joined peer group %u (p2p port %u%s), pending admission", c->name, c->peer_group, c->p2p_port,
+             c->reachable ? "" : ", not reachable: it dials its ring edges");
+    evaluate(st);
 }
 
 static void on_join(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_join_t *j) {
     if (!take_join(st, c, j)) return;
     c->phase = CCOIP_MPHASE_REGISTERED;
-    send_join_response(st, c, CCOIP_JOIN_OK);
-    LOG_INFO(MOD, "%s joined peer group %u (p2p port %u), pending admission", c->name, c->peer_group, c->p2p_port);
-    evaluate(st);
+    if (!c->probing) answer_join(st, c);
+}
+
+void ccoip_mstate_on_probe(ccoip_master_state_t *st, ccoip_mclient_t *c, bool reachable, const char *why,
+                           uint64_t now_ms) {
+    st->now_ms = now_ms;
+    if (!c->probing || c->dropped) return;
+    c->probing = false;
+    c->reachable = reachable;
+    char where[80];
+    ccoip_mreach_format(c, where, sizeof where);
+    if (!reachable) LOG_INFO(MOD, "%s cannot be dialled at %s (%s): its ring edges will be dialled from its side", c->name, where, why);
+    else LOG_DEBUG(MOD, "%s can be dialled at %s", c->name, where);
+    if (c->phase == CCOIP_MPHASE_REGISTERED) answer_join(st, c);
 }
 
 /* Whether a REJOIN of uuid is taken now: within the recovery window after the master started (a

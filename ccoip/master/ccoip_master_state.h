@@ -25,6 +25,10 @@ bool ccoip_mstate_add(ccoip_master_state_t *st, ccoip_mclient_t *c, uint64_t now
 /* One decoded packet from c. */
 void ccoip_mstate_on_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_packet_t *p, uint64_t now_ms);
 
+/* The connection back to c's p2p listener (st->probe) got through, or not (`why`). */
+void ccoip_mstate_on_probe(ccoip_master_state_t *st, ccoip_mclient_t *c, bool reachable, const char *why,
+                           uint64_t now_ms);
+
 /* Removes c (its connection closed, or it broke the protocol: `why` is logged), tells the others
  * what changed, and asks the I/O layer to close it. Safe to call twice. */
 void ccoip_mstate_drop(ccoip_master_state_t *st, ccoip_mclient_t *c, const char *why);

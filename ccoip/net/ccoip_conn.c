@@ -246,7 +246,8 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bo
     ccoip_packet_t p;
     ccoip_status_t st = ccoip_conn_recv(fd, &p, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline_ms);
     if (st != CCOIP_OK) {
-        snprintf(why, why_len, "bad handshake (%s)", ccoip_status_str(st));
+        if (st == CCOIP_ERR_CLOSED) snprintf(why, why_len, CCOIP_CONN_CLOSED_EARLY);
+        else snprintf(why, why_len, "bad handshake (%s)", ccoip_status_str(st));
         return false;
     }
     *h = p.u.hello;

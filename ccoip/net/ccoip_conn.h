@@ -31,6 +31,10 @@ ccoip_status_t ccoip_conn_recv(int fd, ccoip_packet_t *out, uint32_t max_payload
 ccoip_status_t ccoip_conn_hello(int fd, uint8_t role, const ccoip_uuid_t *uuid, const ccoip_auth_key_t *key,
                                 ccoip_session_t *sess, int64_t deadline_ms, const char *what, ccoip_hello_ack_t *ack);
 
+/* read_hello's `why` for a connection closed before its HELLO: what the master's reachability
+ * probe does (ccoip_master_probe.h), so listeners log it at debug level only. */
+#define CCOIP_CONN_CLOSED_EARLY "closed before its HELLO"
+
 /* The acceptor's half, in two steps. ccoip_conn_read_hello reads the HELLO before the deadline
  * and checks magic, version, role (the listeners' roles: p2p, shared state, benchmark) and that
  * both sides hold a secret or neither does, and encrypt (PCCL_ENCRYPT) or neither does. On

@@ -28,6 +28,7 @@ typedef struct ccoip_arrival_t {
     ccoip_uuid_t uuid;
     uint64_t round;
     uint8_t stream, streams; /* from P2P_BIND */
+    bool reversed;           /* P2P_BIND's: the dialler receives on it (we send) */
     ccoip_session_t sess;    /* the link's keys when encrypted */
 } ccoip_arrival_t;
 

@@ -409,6 +409,33 @@ static void *link_main(void *arg) {
     return NULL;
 }
 
+/* PCCL_ADVERTISE_ADDRESS ("IP" or "IP:PORT"): where the others are to dial us instead of the
+ * address the master sees (a forwarded port, a multi-homed host). False when it does not parse. */
+static bool take_advertised(ccoip_join_t *j) {
+    const char *v = getenv("PCCL_ADVERTISE_ADDRESS");
+    if (v == NULL || *v == '\0') return true;
+    ccoip_socket_address_t a;
+    if (!ccoip_parse_address(v, 0, &a)) {
+        LOG_ERROR(MOD, "PCCL_ADVERTISE_ADDRESS=%s: not a numeric IP address with an optional :port", v);
+        return false;
+    }
+    j->advertised = 1;
+    j->adv_addr = a.inet;
+    j->adv_port = a.port;
+    return true;
+}
+
+/* What the master saw at JOIN: where the others will dial us, and whether its connection back
+ * there got through (docs/nat.md). */
+static void log_seen(const ccoip_join_response_t *r, uint16_t p2p_port) {
+    char where[80];
+    ccoip_socket_address_t a = {r->seen_addr, r->seen_port};
+    ccoip_format_address(&a, where, sizeof where);
+    if (r->reachable) LOG_INFO(MOD, "the master sees us at %s (our p2p port %u) and could connect back there", where, p2p_port);
+    else LOG_WARN(MOD, "behind NAT or a firewall: the master sees us at %s (our p2p port %u) and could not connect "
+                       "back there; this peer dials its ring neighbours itself", where, p2p_port);
+}
+
 pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_port, uint16_t bench_port) {
     const ccoip_socket_address_t *addr = &comm->params.master_address;
     char name[80];
@@ -452,6 +479,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     p.u.join.p2p_port = p2p_port;
     p.u.join.ss_port = ss_port;
     p.u.join.bench_port = bench_port;
+    if (!take_advertised(&p.u.join)) return pcclInvalidArgument;
     comm->join = p.u.join;
     comm->reconnect_ms = reconnect_window_ms();
     st = ccoip_conn_send(fd, &p);
@@ -463,6 +491,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     }
     uint8_t status = r.u.join_response.status;
     bool is_join = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE;
+    if (is_join && status == CCOIP_JOIN_OK) log_seen(&r.u.join_response, p2p_port);
     ccoip_packet_free(&r);
     if (!is_join || status != CCOIP_JOIN_OK) {
         if (is_join && status == CCOIP_JOIN_FINGERPRINT)

@@ -36,7 +36,8 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     char why[96];
     if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, ccoip_comm_key(comm), comm->encrypt, deadline, &hello, why,
                                sizeof why)) {
-        LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
+        if (strcmp(why, CCOIP_CONN_CLOSED_EARLY) == 0) LOG_DEBUG(MOD, "p2p connection from %s: %s", who, why);
+        else LOG_WARN(MOD, "refused p2p connection from %s: %s", who, why);
         ccoip_sock_close(fd);
         return;
     }
@@ -72,7 +73,8 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    ccoip_arrival_t a = {fd, uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams, sess};
+    ccoip_arrival_t a = {fd,   uuid, p.u.p2p_bind.round, p.u.p2p_bind.stream, p.u.p2p_bind.streams,
+                         p.u.p2p_bind.reversed != 0, sess};
     pthread_mutex_lock(&p2p->lock);
     if (p2p->narrivals == CCOIP_MAX_ARRIVALS) { /* keep the newest: drop the oldest */
         ccoip_sock_close(p2p->arrivals[0].fd);
@@ -127,6 +129,7 @@ typedef struct tx_pool_t {
     char name[80];
     uint64_t round;
     uint32_t streams;
+    bool reversed; /* we receive on these (an edge we dial as its unreachable receiving end) */
     int64_t deadline;
     _Atomic uint32_t next;   /* the next stream to connect */
     _Atomic uint32_t ended;  /* threads that returned */
@@ -171,6 +174,7 @@ static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, 
             bind.u.p2p_bind.round = t->round;
             bind.u.p2p_bind.stream = (uint8_t) stream;
             bind.u.p2p_bind.streams = (uint8_t) t->streams;
+            bind.u.p2p_bind.reversed = t->reversed;
             st = ccoip_conn_send(fd, &bind);
             if (st == CCOIP_OK) return fd;
         }
@@ -208,10 +212,10 @@ static void *tx_thread(void *arg) {
     return NULL;
 }
 
-/* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx), all or none: on failure
- * or interruption every socket made here is closed, and *why says what failed. */
+/* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx; rx_* when `reversed`), all
+ * or none: on failure or interruption every socket made here is closed, and *why says what failed. */
 static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t streams,
-                         int64_t deadline, ccoip_packet_t *early, uint8_t *why) {
+                         bool reversed, int64_t deadline, ccoip_packet_t *early, uint8_t *why) {
     *why = CCOIP_LINK_LOCAL;
     tx_pool_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -223,6 +227,7 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
     ccoip_format_address(&t->addr, t->name, sizeof t->name);
     t->round = round;
     t->streams = streams;
+    t->reversed = reversed;
     t->deadline = deadline;
     for (uint32_t i = 0; i < streams; i++) t->fds[i] = -1;
     /* PCCL_P2P_CONNECTS: streams connected at once (1: one after another, as before; 0: the
@@ -252,71 +257,117 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
     ok = ok && !atomic_load(&t->failed);
     for (uint32_t i = 0; i < streams; i++) ok = ok && t->fds[i] >= 0;
     ccoip_p2p_links_t *l = &comm->p2p.links;
+    int *fds = reversed ? l->rx_fds : l->tx_fds;
+    ccoip_session_t *sess = reversed ? l->rx_sess : l->tx_sess;
     for (uint32_t i = 0; i < streams; i++) {
         if (!ok) {
             if (t->fds[i] >= 0) ccoip_sock_close(t->fds[i]);
             continue;
         }
-        l->tx_fds[i] = t->fds[i];
-        l->tx_sess[i] = t->sess[i];
+        fds[i] = t->fds[i];
+        sess[i] = t->sess[i];
     }
-    l->ntx = ok ? streams : 0;
+    *(reversed ? &l->nrx : &l->ntx) = ok ? streams : 0;
     free(t);
     return ok;
 }
 
-/* Waits for every connection of the previous neighbour's pool for this round (its P2P_BIND says
- * how many); fills rx_fds/nrx. False on timeout or interruption (what arrived is kept in links). */
-static bool await_rx(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, int64_t deadline,
-                     ccoip_packet_t *early) {
+/* Takes the arrivals of e's pool for this round (its P2P_BIND says how many) that fit: into the
+ * RX side, or the TX side when e dialled as the receiving end (`reversed`). *want is 0 until the
+ * first one tells the pool size. Under p2p->lock. */
+static void take_arrivals(ccoip_peer_p2p_t *p2p, const ccoip_peer_entry_t *e, uint64_t round, bool reversed,
+                          uint32_t *want) {
+    ccoip_p2p_links_t *l = &p2p->links;
+    int *fds = reversed ? l->tx_fds : l->rx_fds;
+    for (int i = 0; i < p2p->narrivals;) {
+        ccoip_arrival_t *a = &p2p->arrivals[i];
+        bool mine = a->round == round && a->reversed == reversed && uuid_eq(&a->uuid, &e->uuid);
+        bool fits = mine && (*want == 0 || (a->streams == *want && fds[a->stream] < 0));
+        if (!fits) {
+            if (mine) { /* a duplicate or a pool size that changed mid-round: protocol error */
+                LOG_WARN(MOD, "ring neighbour on port %u sent a conflicting stream %u of %u", e->p2p_port, a->stream,
+                         a->streams);
+                ccoip_sock_close(a->fd);
+                memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
+                p2p->narrivals--;
+                continue;
+            }
+            i++;
+            continue;
+        }
+        if (*want == 0) {
+            *want = a->streams;
+            for (uint32_t k = 0; k < *want; k++) fds[k] = -1;
+            *(reversed ? &l->ntx : &l->nrx) = *want;
+        }
+        fds[a->stream] = a->fd;
+        (reversed ? l->tx_sess : l->rx_sess)[a->stream] = a->sess;
+        memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
+        p2p->narrivals--;
+    }
+}
+
+/* Waits for every connection of e's pool for this round: the previous neighbour's TX pool, or
+ * (`reversed`) the next neighbour dialling us as the unreachable receiving end; fills rx_fds/nrx
+ * (tx_fds/ntx). False on timeout or interruption (what arrived is kept in links). */
+static bool await_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, bool reversed,
+                       int64_t deadline, ccoip_packet_t *early) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     ccoip_p2p_links_t *l = &p2p->links;
-    uint32_t want = 0; /* 0 until the first arrival tells the pool size */
+    const int *fds = reversed ? l->tx_fds : l->rx_fds;
+    uint32_t want = 0;
     for (;;) {
         uint32_t seen = atomic_load_explicit(&comm->events, memory_order_acquire);
         pthread_mutex_lock(&p2p->lock);
-        for (int i = 0; i < p2p->narrivals;) {
-            ccoip_arrival_t *a = &p2p->arrivals[i];
-            bool mine = a->round == round && uuid_eq(&a->uuid, &e->uuid);
-            bool fits = mine && (want == 0 || (a->streams == want && l->rx_fds[a->stream] < 0));
-            if (!fits) {
-                if (mine) { /* a duplicate or a pool size that changed mid-round: protocol error */
-                    LOG_WARN(MOD, "ring neighbour on port %u sent a conflicting stream %u of %u", e->p2p_port,
-                             a->stream, a->streams);
-                    ccoip_sock_close(a->fd);
-                    memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
-                    p2p->narrivals--;
-                    continue;
-                }
-                i++;
-                continue;
-            }
-            if (want == 0) {
-                want = a->streams;
-                for (uint32_t k = 0; k < want; k++) l->rx_fds[k] = -1;
-                l->nrx = want;
-            }
-            l->rx_fds[a->stream] = a->fd;
-            l->rx_sess[a->stream] = a->sess;
-            memmove(a, a + 1, (size_t) (p2p->narrivals - i - 1) * sizeof *a);
-            p2p->narrivals--;
-        }
+        take_arrivals(p2p, e, round, reversed, &want);
         pthread_mutex_unlock(&p2p->lock);
         uint32_t have = 0;
-        for (uint32_t k = 0; k < want; k++) have += l->rx_fds[k] >= 0;
-        if (want > 0 && have == want) {
-            l->rx.fd = l->rx_fds[0];
-            return true;
-        }
+        for (uint32_t k = 0; k < want; k++) have += fds[k] >= 0;
+        if (want > 0 && have == want) return true;
         if (interrupted(comm, early)) return false;
         int64_t left = deadline - ccoip_now_ms();
         if (left <= 0) {
-            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time (%u of %u streams)", e->p2p_port,
-                     have, want);
+            LOG_WARN(MOD, "ring neighbour on port %u did not connect to us in time (%u of %u streams%s)", e->p2p_port,
+                     have, want, reversed ? ", dialling as the unreachable end of our edge to it" : "");
             return false;
         }
         tpark_wait((const uint32_t *) &comm->events, seen, left * 1000000);
     }
+}
+
+/* Closes one side's sockets after a failure: the links hold only complete pools. */
+static void drop_side(ccoip_p2p_links_t *l, bool rx) {
+    uint32_t *n = rx ? &l->nrx : &l->ntx;
+    int *fds = rx ? l->rx_fds : l->tx_fds;
+    for (uint32_t k = 0; k < *n; k++)
+        if (fds[k] >= 0) ccoip_sock_close(fds[k]);
+    *n = 0;
+}
+
+/* One side of this round's links: the TX pool to `tx` (rx false) or the RX pool from it. We dial
+ * unless the edge is reversed towards us; the other end dials when it is. */
+static bool link_side(pcclComm_t *comm, const ccoip_peer_entry_t *e, bool rx, uint64_t round, uint32_t pool,
+                      int64_t deadline, ccoip_packet_t *early, ccoip_p2p_established_t *report) {
+    bool reversed = (e->flags & (rx ? CCOIP_PEER_RX_REVERSED : CCOIP_PEER_TX_REVERSED)) != 0;
+    bool we_dial = rx == reversed;
+    if (reversed) {
+        char name[80];
+        ccoip_socket_address_t a = {e->addr, e->p2p_port};
+        ccoip_format_address(&a, name, sizeof name);
+        if (rx) LOG_INFO(MOD, "reversed edge: we dial ring neighbour %s for the link it sends us on (the master "
+                              "cannot reach this peer)", name);
+        else LOG_INFO(MOD, "reversed edge: ring neighbour %s dials us for the link we send it on (the master "
+                           "cannot reach it)", name);
+    }
+    bool ok = we_dial ? connect_pool(comm, e, round, pool, rx, deadline, early, &report->why)
+                      : await_pool(comm, e, round, !rx, deadline, early);
+    if (ok) return true;
+    if (!we_dial) {
+        drop_side(&comm->p2p.links, rx);
+        report->why = CCOIP_LINK_NOT_DIALLED;
+    }
+    report->failed = e->uuid;
+    return false;
 }
 
 bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_packet_t *early,
@@ -332,10 +383,12 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
         if ((info->peers[i].flags & CCOIP_PEER_ACCEPT_FROM) && rx == NULL) rx = &info->peers[i];
         host_peers += (info->peers[i].flags & CCOIP_PEER_SAME_HOST) != 0; /* another peer at our address */
     }
-    /* Announce who may connect now, and forget connections of earlier rounds. */
+    /* Announce who may connect now (the previous neighbour, and the next one where it dials us),
+     * and forget connections of earlier rounds. */
     pthread_mutex_lock(&p2p->lock);
     p2p->nallowed = 0;
-    if (rx != NULL) p2p->allowed[p2p->nallowed++] = rx->uuid;
+    if (rx != NULL && !(rx->flags & CCOIP_PEER_RX_REVERSED)) p2p->allowed[p2p->nallowed++] = rx->uuid;
+    if (tx != NULL && (tx->flags & CCOIP_PEER_TX_REVERSED)) p2p->allowed[p2p->nallowed++] = tx->uuid;
     for (int i = 0; i < p2p->narrivals;) {
         if (p2p->arrivals[i].round < info->round) {
             ccoip_sock_close(p2p->arrivals[i].fd);
@@ -352,25 +405,17 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_P2P_TIMEOUT_MS", 10000);
     uint32_t pool = comm->params.p2p_connection_pool_size;
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
-    if (tx != NULL) {
-        p2p->links.tx.peer = tx->uuid;
-        if (!connect_pool(comm, tx, info->round, pool, deadline, early, &report->why)) {
-            report->failed = tx->uuid;
-            return false;
-        }
-        p2p->links.tx.fd = p2p->links.tx_fds[0];
-    }
-    if (rx != NULL) {
-        p2p->links.rx.peer = rx->uuid;
-        bool ok = await_rx(comm, rx, info->round, deadline, early);
-        if (!ok) { /* close what came: the links hold only complete pools */
-            for (uint32_t k = 0; k < p2p->links.nrx; k++) ccoip_sock_close(p2p->links.rx_fds[k]);
-            p2p->links.nrx = 0;
-            report->failed = rx->uuid;
-            report->why = CCOIP_LINK_NOT_DIALLED;
-            return false;
-        }
-    }
+    if (tx != NULL) p2p->links.tx.peer = tx->uuid;
+    if (rx != NULL) p2p->links.rx.peer = rx->uuid;
+    /* Our dials first, then what others dial: nobody waits for a peer that waits for it. */
+    bool tx_dials = tx != NULL && !(tx->flags & CCOIP_PEER_TX_REVERSED);
+    bool rx_dials = rx != NULL && (rx->flags & CCOIP_PEER_RX_REVERSED);
+    if (tx_dials && !link_side(comm, tx, false, info->round, pool, deadline, early, report)) return false;
+    if (rx_dials && !link_side(comm, rx, true, info->round, pool, deadline, early, report)) return false;
+    if (tx != NULL && !tx_dials && !link_side(comm, tx, false, info->round, pool, deadline, early, report)) return false;
+    if (rx != NULL && !rx_dials && !link_side(comm, rx, true, info->round, pool, deadline, early, report)) return false;
+    if (tx != NULL) p2p->links.tx.fd = p2p->links.tx_fds[0];
+    if (rx != NULL) p2p->links.rx.fd = p2p->links.rx_fds[0];
     report->ok = 1;
     return true;
 }

@@ -67,7 +67,9 @@ static const layout_t world_layout = {0, "world", sizeof(ccoip_world_t), world_f
 
 static const field_t entry_fields[] = {
     UUID(ccoip_peer_entry_t, uuid),
-    FLAGS(ccoip_peer_entry_t, flags, CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST),
+    FLAGS(ccoip_peer_entry_t, flags,
+          CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST | CCOIP_PEER_TX_REVERSED |
+              CCOIP_PEER_RX_REVERSED),
     ADDR(ccoip_peer_entry_t, addr),
     U16(ccoip_peer_entry_t, p2p_port),
     U16(ccoip_peer_entry_t, ss_port),
@@ -88,13 +90,17 @@ static const field_t hello_ack_fields[] = {
 static const field_t auth_fields[] = {U8R(ccoip_auth_t, ok, 0, 1), BYTES(ccoip_auth_t, mac)};
 static const field_t auth_result_fields[] = {U8R(ccoip_auth_result_t, status, 0, 7)};
 static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_join_t, p2p_port),
-                                      U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port)};
+                                      U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port),
+                                      U8R(ccoip_join_t, advertised, 0, 1), ADDR(ccoip_join_t, adv_addr),
+                                      U16(ccoip_join_t, adv_port)};
 static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
 static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout), UUID(ccoip_rejoin_t, next),
                                         U64(ccoip_rejoin_t, round), U8R(ccoip_rejoin_t, has_rev, 0, 1),
                                         U64(ccoip_rejoin_t, last_rev), U8R(ccoip_rejoin_t, has_result, 0, 1),
                                         U64(ccoip_rejoin_t, result_rev)};
-static const field_t join_response_fields[] = {U8R(ccoip_join_response_t, status, 0, 4)};
+static const field_t join_response_fields[] = {
+    U8R(ccoip_join_response_t, status, 0, 4), ADDR(ccoip_join_response_t, seen_addr),
+    U16(ccoip_join_response_t, seen_port), U8R(ccoip_join_response_t, reachable, 0, 1)};
 static const field_t fp_entry_fields[] = {NAME(ccoip_fp_entry_t, name, 1, 23), U64(ccoip_fp_entry_t, hash)};
 static const layout_t fp_entry_layout = {0, "fingerprint entry", sizeof(ccoip_fp_entry_t), fp_entry_fields,
                                          N(fp_entry_fields), 0};
@@ -118,7 +124,8 @@ static const field_t pending_result_fields[] = {U8R(ccoip_pending_result_t, stat
 static const field_t world_update_fields[] = {STRUCT(ccoip_world_update_t, world, world_layout)};
 static const field_t collective_abort_fields[] = {U64(ccoip_collective_abort_t, tag)};
 static const field_t p2p_bind_fields[] = {U64(ccoip_p2p_bind_t, round), U8R(ccoip_p2p_bind_t, stream, 0, 63),
-                                           U8R(ccoip_p2p_bind_t, streams, 1, 64)};
+                                           U8R(ccoip_p2p_bind_t, streams, 1, 64),
+                                           U8R(ccoip_p2p_bind_t, reversed, 0, 1)};
 static const field_t collective_init_fields[] = {
     U64(ccoip_collective_init_t, tag), U64(ccoip_collective_init_t, count),
     U8R(ccoip_collective_init_t, dtype, 0, 11), U8R(ccoip_collective_init_t, op, 0, 4),

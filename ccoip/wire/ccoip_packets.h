@@ -46,8 +46,12 @@
  * 10: P2P_ESTABLISHED names the neighbour a failed round could not link with and how
  *    (ccoip_link_why_t); TOPOLOGY_RESULT says RETRY (the round runs again at once without a
  *    newcomer that could not be linked) and UNREACHABLE (that newcomer, refused after
- *    --admit-tries rounds), with the address the others dialled (docs/nat.md) */
-#define CCOIP_PROTOCOL_VERSION 10u
+ *    --admit-tries rounds), with the address the others dialled (docs/nat.md)
+ * 11: the master connects back to a joining peer's p2p listener and answers JOIN with what it
+ *    saw (address, port, reachable); a ring edge with one unreachable end is dialled by that end
+ *    (CCOIP_PEER_TX_REVERSED / RX_REVERSED, P2P_BIND's `reversed`); JOIN may carry an advertised
+ *    address (PCCL_ADVERTISE_ADDRESS) (docs/nat.md) */
+#define CCOIP_PROTOCOL_VERSION 11u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and
@@ -164,6 +168,9 @@ typedef enum ccoip_link_why_t {
 #define CCOIP_PEER_CONNECT_TO 1u  /* open our TX link to its p2p listener */
 #define CCOIP_PEER_ACCEPT_FROM 2u /* accept its TX link as our RX */
 #define CCOIP_PEER_SAME_HOST 4u   /* it is at our address (shares our cores); alone: no link to it */
+/* Version 11: an edge whose receiving end the master cannot reach is dialled by that end. */
+#define CCOIP_PEER_TX_REVERSED 8u  /* CONNECT_TO: it dials us (P2P_BIND reversed); we send on that */
+#define CCOIP_PEER_RX_REVERSED 16u /* ACCEPT_FROM: we dial it (P2P_BIND reversed); we receive on that */
 
 typedef struct ccoip_uuid_t {
     uint8_t b[16];
@@ -204,6 +211,11 @@ typedef struct ccoip_join_t {
     uint16_t p2p_port;
     uint16_t ss_port;    /* 0: no shared-state listener yet */
     uint16_t bench_port; /* 0: no benchmark listener yet */
+    /* version 11: PCCL_ADVERTISE_ADDRESS: dial this address (and this p2p port, the other
+     * listeners at the same offsets) instead of the one the master sees */
+    uint8_t advertised;
+    ccoip_inet_address_t adv_addr;
+    uint16_t adv_port; /* 0: the p2p port above */
 } ccoip_join_t;
 
 /* A member that lost the master tells a (restarted) master what it was: the master's soft state
@@ -239,6 +251,11 @@ typedef struct ccoip_fingerprint_t {
 
 typedef struct ccoip_join_response_t {
     uint8_t status; /* ccoip_join_status_t */
+    /* version 11: where the others will dial this peer, and whether the master's connection
+     * back to it there got through (0: its ring edges are dialled from its side) */
+    ccoip_inet_address_t seen_addr;
+    uint16_t seen_port;
+    uint8_t reachable;
 } ccoip_join_response_t;
 
 typedef struct ccoip_world_t {
@@ -333,7 +350,10 @@ typedef struct ccoip_collective_done_t {
 typedef struct ccoip_p2p_bind_t {
     uint64_t round;
     uint8_t stream;  /* this connection's index in the sender's pool, < streams */
-    uint8_t streams; /* the sender's pool size (p2p_connection_pool_size), 1..64 */
+    uint8_t streams; /* the dialler's pool size (p2p_connection_pool_size), 1..64 */
+    /* version 11: 1 when the dialler receives on this connection (an edge dialled by its
+     * unreachable receiving end: CCOIP_PEER_RX_REVERSED); 0 when it sends */
+    uint8_t reversed;
 } ccoip_p2p_bind_t;
 
 /* ---- Shared state (pcclSynchronizeSharedState; ccoip/README.md "Shared state") ---- */

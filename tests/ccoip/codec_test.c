@@ -111,13 +111,19 @@ static void test_round_trips(void) {
     CHECK(b.u.auth_result.status == CCOIP_HELLO_SECRET);
 
     p.type = CCOIP_PKT_C2M_JOIN;
-    p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0};
+    p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0, 1, {.protocol = inetIPv4, .ipv4 = {{203, 0, 113, 5}}}, 40000};
     round_trip(&p, &b);
     CHECK(b.u.join.peer_group == 0xdeadbeef && b.u.join.p2p_port == 48149 && b.u.join.ss_port == 48150);
+    CHECK(b.u.join.advertised == 1 && b.u.join.adv_port == 40000 && b.u.join.adv_addr.ipv4.data[0] == 203);
 
     p.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
     p.u.join_response.status = CCOIP_JOIN_LOOPBACK_MIX;
+    p.u.join_response.seen_addr = (ccoip_inet_address_t){.protocol = inetIPv4, .ipv4 = {{198, 51, 100, 7}}};
+    p.u.join_response.seen_port = 48149;
+    p.u.join_response.reachable = 1;
     round_trip(&p, &b);
+    CHECK(b.u.join_response.seen_port == 48149 && b.u.join_response.reachable == 1);
+    CHECK(b.u.join_response.seen_addr.ipv4.data[3] == 7);
     CHECK(b.u.join_response.status == CCOIP_JOIN_LOOPBACK_MIX);
 
     ccoip_peer_entry_t e[2];
@@ -173,7 +179,7 @@ static void test_round_trips(void) {
     CHECK(b.u.world_update.world.num_groups == 1);
 
     p.type = CCOIP_PKT_C2M_REJOIN;
-    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull, 1, 77};
+    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151, 0, {0}, 0}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull, 1, 77};
     round_trip(&p, &b);
     CHECK(b.u.rejoin.join.peer_group == 7 && b.u.rejoin.join.bench_port == 48151 && b.u.rejoin.round == 1234);
     CHECK(memcmp(&b.u.rejoin.next, &p.u.rejoin.next, sizeof p.u.rejoin.next) == 0);
@@ -204,8 +210,9 @@ static void test_round_trips(void) {
     p.u.p2p_bind.round = 9;
     p.u.p2p_bind.stream = 3;
     p.u.p2p_bind.streams = 4;
+    p.u.p2p_bind.reversed = 1;
     round_trip(&p, &b);
-    CHECK(b.u.p2p_bind.round == 9 && b.u.p2p_bind.stream == 3 && b.u.p2p_bind.streams == 4);
+    CHECK(b.u.p2p_bind.round == 9 && b.u.p2p_bind.stream == 3 && b.u.p2p_bind.streams == 4 && b.u.p2p_bind.reversed == 1);
 
     const uint16_t empties[] = {CCOIP_PKT_C2M_VOTE_ACCEPT, CCOIP_PKT_C2M_VOTE_PENDING, CCOIP_PKT_C2M_HEARTBEAT};
     for (size_t i = 0; i < 3; i++) {
@@ -223,7 +230,12 @@ static void test_malformed(void) {
     CHECK(decode_bytes(0, b, 0) == CCOIP_ERR_UNKNOWN_TYPE);
     CHECK(ccoip_packet_name(0x7777) == NULL);
     CHECK(decode_bytes(CCOIP_PKT_C2M_HEARTBEAT, b, 1) == CCOIP_ERR_INVALID);     /* trailing byte */
-    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 11) == CCOIP_ERR_INVALID);         /* trailing byte */
+    b[11] = 4; /* JOIN: group, 3 ports, advertised, address (family 4), port: 18 bytes */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 18) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 19) == CCOIP_ERR_INVALID);         /* trailing byte */
+    b[10] = 2;                                                                   /* advertised: 0 or 1 */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 18) == CCOIP_ERR_INVALID);
+    memset(b, 0, sizeof b);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, NULL, 0) == CCOIP_ERR_TRUNCATED);
     /* HELLO: role 0 and 5 are out of range; trailing bytes are allowed (later versions). */
     uint8_t hello[24] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 2};
@@ -273,12 +285,15 @@ static void test_malformed(void) {
     pend[0] = 0;
     pend[1] = 2;
     CHECK(decode_bytes(CCOIP_PKT_M2C_PENDING_RESULT, pend, 2) == CCOIP_ERR_INVALID);
-    uint8_t jr[1] = {5};
-    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_ERR_INVALID);
+    uint8_t jr[9] = {5, 4}; /* status, address (family 4), port, reachable */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_ERR_INVALID);
     jr[0] = CCOIP_JOIN_REJOIN_REFUSED;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_OK);
     jr[0] = CCOIP_JOIN_FINGERPRINT;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 1) == CCOIP_ERR_TRUNCATED); /* a version-10 answer */
+    jr[8] = 2;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_ERR_INVALID);
 
     /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. */
     uint8_t info[12 + 30];
@@ -297,7 +312,9 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
     info[12 + 16] = 4; /* CCOIP_PEER_SAME_HOST alone: a peer at our address (version 4) */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
-    info[12 + 16] = 8;
+    info[12 + 16] = 1 | 8 | 16; /* reversed edges (version 11) */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
+    info[12 + 16] = 32;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
     info[12 + 16] = 3;
     info[12 + 17] = 5;
@@ -419,8 +436,11 @@ static void test_fixed_frames(void) {
         ccoip_packet_t p;
         memset(&p, 0x5a, sizeof p);
         p.type = type;
-        /* The one fixed packet with an address: IPv6, its longest form, makes the bound exact. */
+        /* The fixed packets with an address: IPv6, its longest form, makes the bound exact. */
         if (type == CCOIP_PKT_M2C_TOPOLOGY_RESULT) p.u.topology_result.seen_addr.protocol = inetIPv6;
+        if (type == CCOIP_PKT_M2C_JOIN_RESPONSE) p.u.join_response.seen_addr.protocol = inetIPv6;
+        if (type == CCOIP_PKT_C2M_JOIN) p.u.join.adv_addr.protocol = inetIPv6;
+        if (type == CCOIP_PKT_C2M_REJOIN) p.u.rejoin.join.adv_addr.protocol = inetIPv6;
         ccoip_writer_t w;
         ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
         REQUIRE(ccoip_packet_encode(&p, &w) == CCOIP_OK);

@@ -49,7 +49,8 @@ static void reset(int n) {
     for (int i = 0; i < n; i++) {
         REQUIRE(ccoip_mstate_add(&st, &clients[i], 0));
         clients[i].phase = CCOIP_MPHASE_ACCEPTED;
-        clients[i].p2p_port = (uint16_t) (40000 + i);
+        clients[i].p2p_port = clients[i].dial_p2p = (uint16_t) (40000 + i);
+        clients[i].reachable = true;
         memset(clients[i].uuid.b, i + 1, 16);
         snprintf(clients[i].name, sizeof clients[i].name, "peer%d", i);
     }
@@ -388,7 +389,8 @@ static void test_member_arrives_mid_round(void) {
 static void add_newcomer(int i) {
     REQUIRE(ccoip_mstate_add(&st, &clients[i], 1));
     clients[i].phase = CCOIP_MPHASE_REGISTERED;
-    clients[i].p2p_port = (uint16_t) (40000 + i);
+    clients[i].p2p_port = clients[i].dial_p2p = (uint16_t) (40000 + i);
+    clients[i].reachable = true;
     memset(clients[i].uuid.b, i + 1, 16);
     snprintf(clients[i].name, sizeof clients[i].name, "newcomer%d", i);
 }

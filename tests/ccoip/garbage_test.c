@@ -34,7 +34,10 @@ static size_t frame(uint8_t *out, uint32_t len, uint16_t type) {
     return 6;
 }
 
-#define PROTO 10 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
+#define PROTO 11 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
+/* A JOIN's body: group, 3 ports, advertised (0), an IPv4 address (family byte 4, 4 bytes), port. */
+#define JOIN_LEN 18
+#define JOIN_FAMILY 11
 /* A HELLO without a secret: magic, version, role, uuid, flags 0, nonce. */
 #define HELLO_LEN 56
 #define ACK_LEN (6 + 88)
@@ -146,9 +149,10 @@ int main(int argc, char **argv) {
     const uint16_t after_hello[] = {0x0101, 0x0102, 0x0001, 0x0203};
     for (int i = 0; i < 4; i++) {
         n = hello(b, PROTO, 1);
-        size_t k = frame(b + n, after_hello[i] == 0x0101 ? 10 : after_hello[i] == 0x0001 ? HELLO_LEN : 0, after_hello[i]);
-        size_t extra = after_hello[i] == 0x0101 ? 10 : after_hello[i] == 0x0001 ? HELLO_LEN : 0;
+        size_t k = frame(b + n, after_hello[i] == 0x0101 ? JOIN_LEN : after_hello[i] == 0x0001 ? HELLO_LEN : 0, after_hello[i]);
+        size_t extra = after_hello[i] == 0x0101 ? JOIN_LEN : after_hello[i] == 0x0001 ? HELLO_LEN : 0;
         memset(b + n + k, 0, extra);
+        if (after_hello[i] == 0x0101) b[n + k + JOIN_FAMILY] = 4;
         if (after_hello[i] == 0x0001) memcpy(b + n + k, b + 6, HELLO_LEN);
         if (after_hello[i] == 0x0203) { /* a TOPOLOGY_RESULT with a body */
             frame(b + n, 25, 0x0203);
@@ -159,11 +163,12 @@ int main(int argc, char **argv) {
     }
     /* A registered (not yet accepted) peer that votes. */
     n = hello(b, PROTO, 1);
-    n += frame(b + n, 10, 0x0101);
-    memset(b + n, 0, 10);
+    n += frame(b + n, JOIN_LEN, 0x0101);
+    memset(b + n, 0, JOIN_LEN);
     b[n + 4] = 0xbc; /* p2p port 48128: never connected to, the peer is dropped first */
     b[n + 5] = 0x00;
-    n += 10;
+    b[n + JOIN_FAMILY] = 4;
+    n += JOIN_LEN;
     n += frame(b + n, 0, 0x0102);
     expect_closed(port, b, n, false, "vote before acceptance");
     run_goes_on("protocol violations");

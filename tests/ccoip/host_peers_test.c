@@ -50,6 +50,9 @@ int main(void) {
         clients[i].peer_group = group_of[i];
         clients[i].addr.protocol = inetIPv4;
         clients[i].addr.ipv4 = (ccoip_ipv4_address_t){{10, 0, 0, host_of[i]}};
+        clients[i].dial_addr = clients[i].addr;
+        clients[i].dial_p2p = clients[i].p2p_port;
+        clients[i].reachable = true;
         memset(clients[i].uuid.b, i + 1, 16);
         snprintf(clients[i].name, sizeof clients[i].name, "peer%d", i);
     }

@@ -146,7 +146,7 @@ CHECKS = [
     (AR, r"0 means \d+,\s+at most (\d+), more is capped", 1, P2P_H, "CCOIP_P2P_MAX_STREAMS"),
     (TOP, r"\(up to (\d+) streams\)", 1, P2P_H, "CCOIP_P2P_MAX_STREAMS"),
     (COMPAT, r"up to (\d+) streams \(PCCL's", 1, P2P_H, "CCOIP_P2P_MAX_STREAMS"),
-    (CC, r"the sender's pool size, 1\.\.(\d+)\)", 1, P2P_H, "CCOIP_P2P_MAX_STREAMS"),
+    (CC, r"the dialler's pool size, 1\.\.(\d+)\)", 1, P2P_H, "CCOIP_P2P_MAX_STREAMS"),
     (AR, r"(\d+) KiB to \d+ MiB sub-chunks", KIB, REDUCE, "REDUCE_RING_DEFAULT_SUBCHUNK"),
     (AR, r"\d+ KiB to (\d+) MiB sub-chunks", MIB, REDUCE, "REDUCE_RING_MAX_AUTO_SUBCHUNK"),
     (FAIL, r"(\d+) KiB to \d+ MiB", KIB, REDUCE, "REDUCE_RING_DEFAULT_SUBCHUNK"),

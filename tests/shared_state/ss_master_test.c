@@ -51,7 +51,8 @@ static void reset(int n) {
         REQUIRE(ccoip_mstate_add(&st, &clients[i], 0));
         clients[i].phase = CCOIP_MPHASE_ACCEPTED;
         memset(clients[i].uuid.b, i + 1, 16);
-        clients[i].ss_port = (uint16_t) (50000 + i);
+        clients[i].ss_port = clients[i].dial_ss = (uint16_t) (50000 + i);
+        clients[i].reachable = true;
         snprintf(clients[i].name, sizeof clients[i].name, "peer%d", i);
     }
 }

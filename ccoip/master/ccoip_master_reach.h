@@ -1,0 +1,36 @@
+/* ccoip_master_reach.h: who can be dialled, and who dials each ring edge (docs/nat.md).
+ *
+ * When a peer joins, the master connects back to the address it saw the peer come from (or the
+ * one the peer advertised) and the p2p port it announced. A peer that cannot be reached there
+ * (behind a NAT router or a firewall that drops inbound connections) still dials out fine, so a
+ * ring edge with one unreachable end is dialled by that end: the edge's sender waits for its
+ * receiver's connections (CCOIP_PEER_TX_REVERSED) and the receiver dials (RX_REVERSED). The ring
+ * order puts unreachable peers between reachable ones where there are enough of those: an edge
+ * between two unreachable peers has nobody to dial it. Pure: the state machine asks. */
+#ifndef CCOIP_MASTER_REACH_H
+#define CCOIP_MASTER_REACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccoip/master/ccoip_master_members.h"
+
+/* Records where the others dial c: what its JOIN advertised, or the address the master saw and
+ * the ports c announced. */
+void ccoip_mreach_take_join(ccoip_mclient_t *c, const ccoip_join_t *j);
+
+/* The flag of the edge from -> to in the entry naming `to` in from's P2P_INFO
+ * (CCOIP_PEER_TX_REVERSED or 0), and in the entry naming `from` in to's (RX_REVERSED or 0). */
+uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
+uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
+
+/* Reorders each peer group's members in ring (their places in it kept) so that no two
+ * unreachable ones are neighbours, where the group has as many reachable ones; a group without
+ * such neighbours keeps its order. True when anything moved. */
+bool ccoip_mreach_place(ccoip_mclient_t **ring, size_t n);
+
+/* "address:port" where the others dial c. */
+void ccoip_mreach_format(const ccoip_mclient_t *c, char *out, size_t n);
+
+#endif /* CCOIP_MASTER_REACH_H */

@@ -1,0 +1,54 @@
+/* nat_net: the namespaces and peers of the NAT tests (docs/nat.md).
+ *
+ * A "public" bridge 10.79.0.0/24 with hosts h0 (.1: the master and member A), h1 (.2), a host
+ * behind a firewall that drops inbound connections (fw, .3), h2 (.4), and a NAT router (rt, .10)
+ * doing MASQUERADE for a private LAN 192.168.79.0/24 with n0 (.2). Every peer runs restart_peer
+ * (a sync and a 4 MiB all-reduce per step, pcclArePeersPending and pcclUpdateTopology between
+ * steps); the test reads its lines. Needs root, iproute2 and iptables. */
+#ifndef TESTS_NAT_NET_H
+#define TESTS_NAT_NET_H
+
+#include <stdbool.h>
+
+#include "tests/ccoip/harness.h"
+
+#define NAT_MAX_STEPS 4096
+
+/* What one peer printed: its steps' hashes, when each step ended, failed calls, its connect. */
+typedef struct nat_peer_t {
+    h_proc_t p;
+    const char *name;
+    bool running;
+    int connect; /* pcclConnect's result; -1 until printed */
+    int errors;
+    unsigned steps; /* the last step it finished */
+    unsigned long long hash[NAT_MAX_STEPS + 1];
+    long at[NAT_MAX_STEPS + 1];
+    char log[128]; /* its stderr */
+} nat_peer_t;
+
+/* Makes the namespaces (names prefixed by "<tag><pid>"); false when it cannot (no root, no
+ * tools): the test then says SKIPPED. Removed at exit. */
+bool nat_setup(const char *tag);
+/* Spawns argv in the namespace of `host`. */
+bool nat_spawn_in(h_proc_t *proc, const char *host, char *const *args);
+/* Starts pccl-master on h0 with `extra` arguments (NULL-terminated) and remembers its address. */
+bool nat_start_master(h_proc_t *master, const char *bin, char *const *extra);
+/* Starts restart_peer as `shard` on `host`; its stderr goes to x->log. */
+bool nat_start_peer(nat_peer_t *x, int shard, const char *name, const char *host, const char *peer_bin);
+/* Reads the lines of peers[0..n) for `ms`, or until cond() holds. */
+bool nat_pump(nat_peer_t *peers, int n, int ms, bool (*cond)(void));
+/* The longest time between two steps of peers[0..members) that ended after `from`; the median
+ * step of peers[0]. */
+long nat_slowest_step(const nat_peer_t *peers, int members, long from);
+long nat_median_step(const nat_peer_t *peers);
+/* Kills every running peer, then checks that each step's weights are the same bits on every
+ * peer that connected and ran it; returns how many hashes it compared. */
+unsigned nat_check_steps(nat_peer_t *peers, int n);
+long nat_now_ms(void);
+/* The master's log path. */
+const char *nat_master_log(void);
+/* Removes the logs (when every check passed). */
+void nat_remove_logs(nat_peer_t *peers, int n);
+
+#endif /* TESTS_NAT_NET_H */
