@@ -124,6 +124,8 @@ typedef struct ccoip_master_options_t {
     /* How long the connection back to a joining peer's p2p listener may take (0: none is made
      * and every peer counts as reachable). */
     uint64_t probe_timeout_ms;
+    /* A pccl-relay (port 0: none): an edge between two unreachable peers runs through it. */
+    ccoip_socket_address_t relay;
     uint8_t fingerprint_mode;      /* ccoip_fp_mode_t: what a fingerprint mismatch does */
     bool strict_revisions; /* PCCL_STRICT=revision: a peer that synced gives its last revision + 1 */
 } ccoip_master_options_t;

@@ -19,12 +19,16 @@ static bool reversed(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
     return from->reachable && !to->reachable;
 }
 
-uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
-    return reversed(from, to) ? CCOIP_PEER_TX_REVERSED : 0;
+static bool relayed(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    return relay && !from->reachable && !to->reachable;
 }
 
-uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
-    return reversed(from, to) ? CCOIP_PEER_RX_REVERSED : 0;
+uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    return reversed(from, to) ? CCOIP_PEER_TX_REVERSED : relayed(from, to, relay) ? CCOIP_PEER_TX_RELAYED : 0;
+}
+
+uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    return reversed(from, to) ? CCOIP_PEER_RX_REVERSED : relayed(from, to, relay) ? CCOIP_PEER_RX_RELAYED : 0;
 }
 
 /* Whether two unreachable members of the group at places[0..k) are neighbours (the ring closes). */

@@ -21,9 +21,11 @@
 void ccoip_mreach_take_join(ccoip_mclient_t *c, const ccoip_join_t *j);
 
 /* The flag of the edge from -> to in the entry naming `to` in from's P2P_INFO
- * (CCOIP_PEER_TX_REVERSED or 0), and in the entry naming `from` in to's (RX_REVERSED or 0). */
-uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
-uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
+ * (CCOIP_PEER_TX_REVERSED, TX_RELAYED or 0), and in the entry naming `from` in to's
+ * (RX_REVERSED, RX_RELAYED or 0). An edge between two unreachable ends is relayed when the run
+ * has a relay (`relay`), else dialled as any (and fails unless a path exists after all). */
+uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
+uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
 
 /* Reorders each peer group's members in ring (their places in it kept) so that no two
  * unreachable ones are neighbours, where the group has as many reachable ones; a group without

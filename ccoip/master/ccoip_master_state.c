@@ -246,14 +246,90 @@ static void restore_ring_order(ccoip_master_state_t *st, ccoip_mclient_t **ring,
 
 #define ALL_GROUPS UINT64_MAX
 
+static size_t index_of(ccoip_mclient_t *const *ring, size_t n, const ccoip_mclient_t *c) {
+    size_t i = 0;
+    while (i < n && ring[i] != c) i++;
+    return i;
+}
+
+/* c's neighbours inside its group, in ring order (NULL: alone in it). */
+static void neighbours(ccoip_mclient_t **ring, size_t n, size_t i, ccoip_mclient_t **next, ccoip_mclient_t **prev) {
+    const ccoip_mclient_t *c = ring[i];
+    size_t first = n, pos = 0, size = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ring[k]->peer_group != c->peer_group) continue;
+        if (first == n) first = k;
+        if (k == i) pos = size;
+        size++;
+    }
+    *next = *prev = NULL;
+    size_t want_next = (pos + 1) % size, want_prev = (pos + size - 1) % size, idx = 0;
+    for (size_t k = first; k < n && size > 1; k++) {
+        if (ring[k]->peer_group != c->peer_group) continue;
+        if (idx == want_next) *next = ring[k];
+        if (idx == want_prev) *prev = ring[k];
+        idx++;
+    }
+}
+
+/* ring[i]'s P2P_INFO: its neighbours, and every other participant at its address. tokens[k]
+ * pairs the edge from ring[k] to its successor at the relay. False when out of memory. */
+static bool send_p2p_info(ccoip_master_state_t *st, ccoip_mclient_t **ring, size_t n, size_t i,
+                          const ccoip_uuid_t *tokens) {
+    ccoip_mclient_t *c = ring[i], *next, *prev;
+    neighbours(ring, n, i, &next, &prev);
+    uint32_t count = 0, cap = n + 2 < CCOIP_MAX_PEER_ENTRIES ? (uint32_t) n + 2 : CCOIP_MAX_PEER_ENTRIES;
+    ccoip_peer_entry_t *entries = malloc(cap * sizeof *entries);
+    if (entries == NULL) return false;
+    /* Each edge is dialled by its sending end, unless only that end is reachable; between two
+     * unreachable ends it runs through the relay, paired by the edge's token. */
+    bool relay = st->opt.relay.port != 0;
+    uint8_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next, relay) : 0;
+    uint8_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c, relay) : 0;
+    if (next != NULL && next == prev) {
+        entries[count++] = entry_of(next, tx_flags | rx_flags);
+    } else if (next != NULL) {
+        entries[count++] = entry_of(next, tx_flags);
+        entries[count++] = entry_of(prev, rx_flags);
+    }
+    if (next != NULL) {
+        entries[0].tx_token = tokens[i];
+        entries[count - 1].rx_token = tokens[index_of(ring, n, prev)];
+    }
+    /* Then every other participant at c's address (any group), flagged SAME_HOST alone: the
+     * peers that share c's host and its cores, for c's rule on sends by reference
+     * (ccoip_splice.h). A neighbour there is listed twice: once to link, once to count. */
+    for (size_t k = 0; k < n && count < cap; k++)
+        if (ring[k] != c && same_address(&ring[k]->addr, &c->addr))
+            entries[count++] = entry_of(ring[k], CCOIP_PEER_SAME_HOST);
+    ccoip_packet_t p;
+    memset(&p, 0, sizeof p);
+    p.type = CCOIP_PKT_M2C_P2P_INFO;
+    p.u.p2p_info.round = st->round;
+    p.u.p2p_info.count = count;
+    p.u.p2p_info.peers = entries;
+    if (relay) {
+        p.u.p2p_info.relay_addr = st->opt.relay.inet;
+        p.u.p2p_info.relay_port = st->opt.relay.port;
+    }
+    send_packet(st, c, &p);
+    free(entries);
+    return true;
+}
+
 /* Starts a round with every accepted peer (of `group` alone, unless ALL_GROUPS) and, to admit
- * them, every registered one: the ring of each peer group is its members in connection order;
- * each member is told its next (connect to) and previous (accept from) neighbour. */
+ * them, every registered one: the ring of each peer group is its members in connection order
+ * (unreachable peers moved between reachable ones); each member is told its next (connect to)
+ * and previous (accept from) neighbour. */
 static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     size_t n = 0;
     ccoip_mclient_t **ring = malloc((st->nclients + 1) * sizeof *ring);
-    if (ring == NULL) {
+    /* tokens[i]: the edge from ring[i] to its successor, for the relay (fresh every round). */
+    ccoip_uuid_t *tokens = calloc(st->nclients + 1, sizeof *tokens);
+    if (ring == NULL || tokens == NULL) {
         LOG_ERROR(MOD, "out of memory starting a topology round");
+        free(ring);
+        free(tokens);
         return;
     }
     for (size_t i = 0; i < st->nclients; i++) {
@@ -274,54 +350,13 @@ static void start_round(ccoip_master_state_t *st, bool admit, uint64_t group) {
     if (group == ALL_GROUPS) LOG_INFO(MOD, "topology round %llu: %zu participants", (unsigned long long) st->round, n);
     else LOG_INFO(MOD, "topology round %llu: relinking group %u, %zu participants", (unsigned long long) st->round,
                   (unsigned) group, n);
-    for (size_t i = 0; i < n; i++) {
-        ccoip_mclient_t *c = ring[i];
-        /* The neighbours inside c's group, in ring order. */
-        size_t first = n, pos = 0, size = 0;
-        for (size_t k = 0; k < n; k++) {
-            if (ring[k]->peer_group != c->peer_group) continue;
-            if (first == n) first = k;
-            if (k == i) pos = size;
-            size++;
-        }
-        ccoip_mclient_t *next = NULL, *prev = NULL;
-        size_t want_next = (pos + 1) % size, want_prev = (pos + size - 1) % size, idx = 0;
-        for (size_t k = first; k < n && size > 1; k++) {
-            if (ring[k]->peer_group != c->peer_group) continue;
-            if (idx == want_next) next = ring[k];
-            if (idx == want_prev) prev = ring[k];
-            idx++;
-        }
-        uint32_t count = 0, cap = n + 2 < CCOIP_MAX_PEER_ENTRIES ? (uint32_t) n + 2 : CCOIP_MAX_PEER_ENTRIES;
-        ccoip_peer_entry_t *entries = malloc(cap * sizeof *entries);
-        if (entries == NULL) {
+    for (size_t i = 0; i < n && st->make_uuid != NULL; i++) st->make_uuid(st->ctx, &tokens[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!send_p2p_info(st, ring, n, i, tokens)) {
             LOG_ERROR(MOD, "topology round %llu: out of memory", (unsigned long long) st->round);
             break; /* the round times out for everyone: they retry */
         }
-        /* Each edge is dialled by its sending end, unless only that end is reachable. */
-        uint8_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next) : 0;
-        uint8_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c) : 0;
-        if (next != NULL && next == prev) {
-            entries[count++] = entry_of(next, tx_flags | rx_flags);
-        } else if (next != NULL) {
-            entries[count++] = entry_of(next, tx_flags);
-            entries[count++] = entry_of(prev, rx_flags);
-        }
-        /* Then every other participant at c's address (any group), flagged SAME_HOST alone: the
-         * peers that share c's host and its cores, for c's rule on sends by reference
-         * (ccoip_splice.h). A neighbour there is listed twice: once to link, once to count. */
-        for (size_t k = 0; k < n && count < cap; k++)
-            if (ring[k] != c && same_address(&ring[k]->addr, &c->addr))
-                entries[count++] = entry_of(ring[k], CCOIP_PEER_SAME_HOST);
-        ccoip_packet_t p;
-        memset(&p, 0, sizeof p);
-        p.type = CCOIP_PKT_M2C_P2P_INFO;
-        p.u.p2p_info.round = st->round;
-        p.u.p2p_info.count = count;
-        p.u.p2p_info.peers = entries;
-        send_packet(st, c, &p);
-        free(entries);
-    }
+    free(tokens);
     free(ring);
     st->round_started_ms = st->now_ms;
 }

@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "usage: pccl-master [--listen HOST:PORT] [--secret-file PATH] [--status [HOST]:PORT]\n"
             "                   [--log-level LEVEL] [--heartbeat-timeout-ms MS] [--handshake-timeout-ms MS]\n"
             "                   [--encrypt] [--print-status-token] [--admit-tries N] [--probe-ms MS]\n"
+            "                   [--relay HOST:PORT]\n"
             "                   [--fingerprint check|log|require|off] [--help]\n"
             "  --listen HOST:PORT        address to listen on (default 0.0.0.0:48148; port 0 picks one)\n"
             "  --secret-file PATH        every connection must prove this run secret (the file's bytes, 16 or\n"
@@ -35,6 +36,8 @@ static void usage(FILE *f) {
             "                            (default 3; each failed round runs again at once without it)\n"
             "  --probe-ms MS             connect back to a joining peer's p2p port within MS to learn whether\n"
             "                            others can dial it (default 2000; 0: no probe, every peer reachable)\n"
+            "  --relay HOST:PORT         a pccl-relay: ring edges between two peers nobody can dial (behind NAT\n"
+            "                            or firewalls) run through it (docs/nat.md)\n"
             "  --rejoin-window-s S       take back members that lost the master for S seconds after the start\n"
             "                            or after dropping them (default 60; 0: never)\n"
             "  --fingerprint MODE        peers' determinism fingerprints (docs/fingerprint.md): check refuses\n"
@@ -106,6 +109,7 @@ static bool parse_option(args_t *a, const char *opt, const char *v) {
     if (strcmp(opt, "--handshake-timeout-ms") == 0) return parse_ms(v, &a->opt.handshake_timeout_ms);
     if (strcmp(opt, "--rejoin-window-s") == 0) return parse_seconds(v, &a->opt.rejoin_window_ms);
     if (strcmp(opt, "--admit-tries") == 0) return parse_count(v, &a->opt.admit_tries);
+    if (strcmp(opt, "--relay") == 0) return v != NULL && ccoip_parse_address(v, 48146, &a->opt.relay) && a->opt.relay.port != 0;
     if (strcmp(opt, "--probe-ms") == 0) return v != NULL && (strcmp(v, "0") == 0 ? (a->opt.probe_timeout_ms = 0, true)
                                                                                   : parse_ms(v, &a->opt.probe_timeout_ms));
     if (strcmp(opt, "--fingerprint") == 0) return parse_fp_mode(v, &a->opt.fingerprint_mode);

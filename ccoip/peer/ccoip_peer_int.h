@@ -40,6 +40,11 @@ typedef struct ccoip_peer_p2p_t {
     ccoip_arrival_t arrivals[CCOIP_MAX_ARRIVALS];
     int narrivals;
     ccoip_p2p_links_t links; /* API thread only */
+    /* A relayed RX link (CCOIP_PEER_RX_RELAYED): a thread dials the relay and takes the connection
+     * as if the listener had accepted it; relay_fd (under lock) lets the API thread cut it short. */
+    pthread_t relay_thread;
+    bool relay_started;
+    int relay_fd;
 } ccoip_peer_p2p_t;
 
 #define CCOIP_MAX_OPS 16     /* collectives in flight per communicator (the master's colls[] per peer) */

@@ -7,6 +7,7 @@
  * neighbour, its streams concurrently (each a TCP handshake, HELLO and P2P_BIND: 3-4 round trips,
  * a lost SYN a second), retrying while that neighbour has not yet heard of us, and waits for the
  * RX arrivals of the previous neighbour for this round. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +28,10 @@
 
 static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
 
-/* One incoming connection, start to end: kept as an arrival or closed with one log line. */
-static void handle_incoming(void *ctx, int fd, const char *who) {
-    pcclComm_t *comm = ctx;
+/* One incoming connection, start to end: kept as an arrival or closed with one log line. The
+ * acceptor's half of the handshake, also on a relayed link we dialled (take_relayed). */
+static void take_incoming(pcclComm_t *comm, int fd, const char *who, int64_t deadline) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
-    int64_t deadline = ccoip_now_ms() + HANDSHAKE_MS;
     ccoip_hello_t hello;
     char why[96];
     if (!ccoip_conn_read_hello(fd, CCOIP_ROLE_P2P, ccoip_comm_key(comm), comm->encrypt, deadline, &hello, why,
@@ -86,6 +86,84 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     ccoip_peer_notify(comm);
 }
 
+static void handle_incoming(void *ctx, int fd, const char *who) {
+    take_incoming(ctx, fd, who, ccoip_now_ms() + HANDSHAKE_MS);
+}
+
+/* ---- Relayed edges (CCOIP_PEER_*_RELAYED, pccl-relay) ---------------------------------- */
+
+/* Connects to the relay and sends the edge's token: the fd, or -1 with *st set. */
+static int relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *token, int timeout_ms,
+                      ccoip_status_t *st) {
+    int fd = ccoip_sock_connect(relay, timeout_ms, st);
+    if (fd < 0) return -1;
+    uint8_t hello[CCOIP_RELAY_HELLO_LEN] = {(uint8_t) (CCOIP_RELAY_MAGIC >> 24), (uint8_t) (CCOIP_RELAY_MAGIC >> 16),
+                                            (uint8_t) (CCOIP_RELAY_MAGIC >> 8), (uint8_t) CCOIP_RELAY_MAGIC};
+    memcpy(hello + 4, token->b, 16);
+    if ((*st = ccoip_sock_send_all(fd, hello, sizeof hello)) != CCOIP_OK) {
+        ccoip_sock_close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+typedef struct relay_rx_t {
+    pcclComm_t *comm;
+    ccoip_socket_address_t relay;
+    ccoip_uuid_t token;
+    int64_t deadline;
+} relay_rx_t;
+
+/* The RX end of a relayed edge: dial the relay, then take the link as an arrival. */
+static void *take_relayed(void *arg) {
+    relay_rx_t r = *(relay_rx_t *) arg;
+    free(arg);
+    ccoip_peer_p2p_t *p2p = &r.comm->p2p;
+    char name[80];
+    ccoip_format_address(&r.relay, name, sizeof name);
+    ccoip_status_t st;
+    int64_t left = r.deadline - ccoip_now_ms();
+    int fd = relay_dial(&r.relay, &r.token, (int) (left > 0 ? left : 1), &st);
+    if (fd < 0) {
+        LOG_WARN(MOD, "cannot reach the relay at %s: %s", name, ccoip_status_str(st));
+        return NULL;
+    }
+    pthread_mutex_lock(&p2p->lock);
+    bool cancelled = p2p->relay_fd == -2;
+    if (!cancelled) p2p->relay_fd = fd;
+    pthread_mutex_unlock(&p2p->lock);
+    if (!cancelled) take_incoming(r.comm, fd, name, r.deadline);
+    else ccoip_sock_close(fd);
+    pthread_mutex_lock(&p2p->lock);
+    p2p->relay_fd = -1;
+    pthread_mutex_unlock(&p2p->lock);
+    return NULL;
+}
+
+static bool relay_rx_start(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *rx,
+                           int64_t deadline) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    relay_rx_t *r = malloc(sizeof *r);
+    if (r == NULL) return false;
+    *r = (relay_rx_t){comm, {info->relay_addr, info->relay_port}, rx->rx_token, deadline};
+    p2p->relay_fd = -1;
+    p2p->relay_started = pthread_create(&p2p->relay_thread, NULL, take_relayed, r) == 0;
+    if (!p2p->relay_started) free(r);
+    return p2p->relay_started;
+}
+
+/* Waits for the relay thread; `cut`: its link is not wanted (the round failed): end it now. */
+static void relay_rx_end(pcclComm_t *comm, bool cut) {
+    ccoip_peer_p2p_t *p2p = &comm->p2p;
+    if (!p2p->relay_started) return;
+    pthread_mutex_lock(&p2p->lock);
+    if (cut && p2p->relay_fd >= 0) ccoip_sock_shutdown(p2p->relay_fd); /* its handshake fails at once */
+    if (cut && p2p->relay_fd == -1) p2p->relay_fd = -2;                 /* not connected yet: never */
+    pthread_mutex_unlock(&p2p->lock);
+    pthread_join(p2p->relay_thread, NULL);
+    p2p->relay_started = false;
+}
+
 pcclResult_t ccoip_p2p_start(pcclComm_t *comm) {
     /* The family the master sees us by. */
     int64_t first = ccoip_env_num("PCCL_P2P_FIRST_PORT", FIRST_PORT);
@@ -130,6 +208,8 @@ typedef struct tx_pool_t {
     uint64_t round;
     uint32_t streams;
     bool reversed; /* we receive on these (an edge we dial as its unreachable receiving end) */
+    bool relayed;  /* addr is the relay's: each stream starts with the token */
+    ccoip_uuid_t token;
     int64_t deadline;
     _Atomic uint32_t next;   /* the next stream to connect */
     _Atomic uint32_t ended;  /* threads that returned */
@@ -151,7 +231,8 @@ static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, 
     *why = CCOIP_LINK_TIMEOUT;
     while (ccoip_now_ms() < t->deadline && !atomic_load(&t->cancel)) {
         int64_t left = t->deadline - ccoip_now_ms();
-        int fd = ccoip_sock_connect(&t->addr, (int) (left < 1000 ? left : 1000), &st);
+        int fd = t->relayed ? relay_dial(&t->addr, &t->token, (int) (left < 1000 ? left : 1000), &st)
+                            : ccoip_sock_connect(&t->addr, (int) (left < 1000 ? left : 1000), &st);
         if (fd < 0) {
             *why = st == CCOIP_ERR_TIMEOUT ? CCOIP_LINK_TIMEOUT : CCOIP_LINK_REFUSED;
             if (st != CCOIP_ERR_REFUSED) refused_since = 0;
@@ -165,8 +246,9 @@ static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, 
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
         *sess = ccoip_comm_session(comm);
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_comm_key(comm), sess, ccoip_now_ms() + HANDSHAKE_MS,
-                              t->name, &ack);
+        /* Through the relay the answer comes once the other end dialled it too. */
+        int64_t hello_deadline = t->relayed ? t->deadline : ccoip_now_ms() + HANDSHAKE_MS;
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_P2P, &comm->uuid, ccoip_comm_key(comm), sess, hello_deadline, t->name, &ack);
         if (st == CCOIP_OK) {
             ccoip_packet_t bind;
             memset(&bind, 0, sizeof bind);
@@ -215,7 +297,8 @@ static void *tx_thread(void *arg) {
 /* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx; rx_* when `reversed`), all
  * or none: on failure or interruption every socket made here is closed, and *why says what failed. */
 static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t streams,
-                         bool reversed, int64_t deadline, ccoip_packet_t *early, uint8_t *why) {
+                         bool reversed, const ccoip_socket_address_t *relay, int64_t deadline, ccoip_packet_t *early,
+                         uint8_t *why) {
     *why = CCOIP_LINK_LOCAL;
     tx_pool_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -225,6 +308,13 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
     t->comm = comm;
     t->addr = (ccoip_socket_address_t){e->addr, e->p2p_port};
     ccoip_format_address(&t->addr, t->name, sizeof t->name);
+    if (relay != NULL) { /* the neighbour's name stays in the log lines */
+        size_t len = strlen(t->name);
+        t->addr = *relay;
+        t->relayed = true;
+        t->token = e->tx_token;
+        snprintf(t->name + len, sizeof t->name - len, " via the relay");
+    }
     t->round = round;
     t->streams = streams;
     t->reversed = reversed;
@@ -344,23 +434,27 @@ static void drop_side(ccoip_p2p_links_t *l, bool rx) {
     *n = 0;
 }
 
-/* One side of this round's links: the TX pool to `tx` (rx false) or the RX pool from it. We dial
- * unless the edge is reversed towards us; the other end dials when it is. */
-static bool link_side(pcclComm_t *comm, const ccoip_peer_entry_t *e, bool rx, uint64_t round, uint32_t pool,
-                      int64_t deadline, ccoip_packet_t *early, ccoip_p2p_established_t *report) {
+/* One side of this round's links: the TX pool to e (rx false) or the RX pool from it. We dial
+ * unless the edge is reversed towards us; the other end dials when it is. A relayed edge: both
+ * ends dial the relay, one stream; our RX end's dial runs on the relay thread (relay_rx_start),
+ * and arrives as the listener's connections do. */
+static bool link_side(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *e, bool rx,
+                      uint32_t pool, int64_t deadline, ccoip_packet_t *early, ccoip_p2p_established_t *report) {
     bool reversed = (e->flags & (rx ? CCOIP_PEER_RX_REVERSED : CCOIP_PEER_TX_REVERSED)) != 0;
-    bool we_dial = rx == reversed;
-    if (reversed) {
-        char name[80];
-        ccoip_socket_address_t a = {e->addr, e->p2p_port};
-        ccoip_format_address(&a, name, sizeof name);
-        if (rx) LOG_INFO(MOD, "reversed edge: we dial ring neighbour %s for the link it sends us on (the master "
-                              "cannot reach this peer)", name);
-        else LOG_INFO(MOD, "reversed edge: ring neighbour %s dials us for the link we send it on (the master "
-                           "cannot reach it)", name);
-    }
-    bool ok = we_dial ? connect_pool(comm, e, round, pool, rx, deadline, early, &report->why)
-                      : await_pool(comm, e, round, !rx, deadline, early);
+    bool relayed = (e->flags & (rx ? CCOIP_PEER_RX_RELAYED : CCOIP_PEER_TX_RELAYED)) != 0;
+    bool we_dial = rx == reversed && !(rx && relayed);
+    char name[80];
+    ccoip_socket_address_t a = {e->addr, e->p2p_port}, relay = {info->relay_addr, info->relay_port};
+    ccoip_format_address(&a, name, sizeof name);
+    if (reversed && rx) LOG_INFO(MOD, "reversed edge: we dial ring neighbour %s for the link it sends us on (the "
+                                      "master cannot reach this peer)", name);
+    if (reversed && !rx) LOG_INFO(MOD, "reversed edge: ring neighbour %s dials us for the link we send it on (the "
+                                       "master cannot reach it)", name);
+    if (relayed) LOG_INFO(MOD, "relayed edge: the link %s ring neighbour %s runs through the relay (nobody can "
+                               "dial either end)", rx ? "from" : "to", name);
+    bool ok = we_dial ? connect_pool(comm, e, info->round, relayed ? 1 : pool, rx, relayed ? &relay : NULL, deadline,
+                                     early, &report->why)
+                      : await_pool(comm, e, info->round, !rx && reversed, deadline, early);
     if (ok) return true;
     if (!we_dial) {
         drop_side(&comm->p2p.links, rx);
@@ -407,13 +501,17 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) p2p->links.tx.peer = tx->uuid;
     if (rx != NULL) p2p->links.rx.peer = rx->uuid;
+    bool ok = rx == NULL || !(rx->flags & CCOIP_PEER_RX_RELAYED) || relay_rx_start(comm, info, rx, deadline);
+    if (!ok) report->why = CCOIP_LINK_LOCAL;
     /* Our dials first, then what others dial: nobody waits for a peer that waits for it. */
     bool tx_dials = tx != NULL && !(tx->flags & CCOIP_PEER_TX_REVERSED);
     bool rx_dials = rx != NULL && (rx->flags & CCOIP_PEER_RX_REVERSED);
-    if (tx_dials && !link_side(comm, tx, false, info->round, pool, deadline, early, report)) return false;
-    if (rx_dials && !link_side(comm, rx, true, info->round, pool, deadline, early, report)) return false;
-    if (tx != NULL && !tx_dials && !link_side(comm, tx, false, info->round, pool, deadline, early, report)) return false;
-    if (rx != NULL && !rx_dials && !link_side(comm, rx, true, info->round, pool, deadline, early, report)) return false;
+    if (ok && tx_dials) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
+    if (ok && rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
+    if (ok && tx != NULL && !tx_dials) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
+    if (ok && rx != NULL && !rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
+    relay_rx_end(comm, !ok);
+    if (!ok) return false;
     if (tx != NULL) p2p->links.tx.fd = p2p->links.tx_fds[0];
     if (rx != NULL) p2p->links.rx.fd = p2p->links.rx_fds[0];
     report->ok = 1;

@@ -69,11 +69,13 @@ static const field_t entry_fields[] = {
     UUID(ccoip_peer_entry_t, uuid),
     FLAGS(ccoip_peer_entry_t, flags,
           CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST | CCOIP_PEER_TX_REVERSED |
-              CCOIP_PEER_RX_REVERSED),
+              CCOIP_PEER_RX_REVERSED | CCOIP_PEER_TX_RELAYED | CCOIP_PEER_RX_RELAYED),
     ADDR(ccoip_peer_entry_t, addr),
     U16(ccoip_peer_entry_t, p2p_port),
     U16(ccoip_peer_entry_t, ss_port),
-    U16(ccoip_peer_entry_t, bench_port)};
+    U16(ccoip_peer_entry_t, bench_port),
+    UUID(ccoip_peer_entry_t, tx_token),
+    UUID(ccoip_peer_entry_t, rx_token)};
 static const layout_t entry_layout = {0, "peer entry", sizeof(ccoip_peer_entry_t), entry_fields,
                                       N(entry_fields), 0};
 
@@ -111,7 +113,8 @@ static const field_t fingerprint_fields[] = {
     LIST(ccoip_fingerprint_t, entries, count, CCOIP_MAX_FP_ENTRIES, fp_entry_layout)};
 static const field_t p2p_info_fields[] = {
     U64(ccoip_p2p_info_t, round),
-    LIST(ccoip_p2p_info_t, peers, count, CCOIP_MAX_PEER_ENTRIES, entry_layout)};
+    LIST(ccoip_p2p_info_t, peers, count, CCOIP_MAX_PEER_ENTRIES, entry_layout),
+    ADDR(ccoip_p2p_info_t, relay_addr), U16(ccoip_p2p_info_t, relay_port)};
 static const field_t p2p_established_fields[] = {
     U64(ccoip_p2p_established_t, round), U8R(ccoip_p2p_established_t, ok, 0, 1),
     UUID(ccoip_p2p_established_t, failed), U8R(ccoip_p2p_established_t, why, 0, CCOIP_LINK_WHY_MAX)};

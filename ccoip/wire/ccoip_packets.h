@@ -50,7 +50,8 @@
  * 11: the master connects back to a joining peer's p2p listener and answers JOIN with what it
  *    saw (address, port, reachable); a ring edge with one unreachable end is dialled by that end
  *    (CCOIP_PEER_TX_REVERSED / RX_REVERSED, P2P_BIND's `reversed`); JOIN may carry an advertised
- *    address (PCCL_ADVERTISE_ADDRESS) (docs/nat.md) */
+ *    address (PCCL_ADVERTISE_ADDRESS); an edge between two unreachable ends may run through a relay
+ *    (CCOIP_PEER_TX_RELAYED / RX_RELAYED, P2P_INFO's relay and the entries' tokens) (docs/nat.md) */
 #define CCOIP_PROTOCOL_VERSION 11u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -171,6 +172,14 @@ typedef enum ccoip_link_why_t {
 /* Version 11: an edge whose receiving end the master cannot reach is dialled by that end. */
 #define CCOIP_PEER_TX_REVERSED 8u  /* CONNECT_TO: it dials us (P2P_BIND reversed); we send on that */
 #define CCOIP_PEER_RX_REVERSED 16u /* ACCEPT_FROM: we dial it (P2P_BIND reversed); we receive on that */
+/* Version 11: an edge between two unreachable ends runs through the relay of P2P_INFO (pccl-relay):
+ * both ends dial it with the edge's token, one pool stream; the sender runs the handshake's
+ * connector half. */
+#define CCOIP_PEER_TX_RELAYED 32u /* CONNECT_TO: our TX link, via the relay with tx_token */
+/* What each end sends the relay first: magic, then the edge's token (16 bytes). */
+#define CCOIP_RELAY_MAGIC 0x5043524Cu /* "PCRL" */
+#define CCOIP_RELAY_HELLO_LEN 20u
+#define CCOIP_PEER_RX_RELAYED 64u /* ACCEPT_FROM: our RX link, via the relay with rx_token */
 
 typedef struct ccoip_uuid_t {
     uint8_t b[16];
@@ -272,12 +281,17 @@ typedef struct ccoip_peer_entry_t {
     uint16_t p2p_port;
     uint16_t ss_port;
     uint16_t bench_port;
+    /* version 11: the relay pairs the two ends of a relayed edge by these (zero when not relayed) */
+    ccoip_uuid_t tx_token, rx_token;
 } ccoip_peer_entry_t;
 
 typedef struct ccoip_p2p_info_t {
     uint64_t round;
     uint32_t count;
     ccoip_peer_entry_t *peers; /* owned; ccoip_packet_free releases it */
+    /* version 11: the relay for RELAYED edges (port 0: none) */
+    ccoip_inet_address_t relay_addr;
+    uint16_t relay_port;
 } ccoip_p2p_info_t;
 
 typedef struct ccoip_p2p_established_t {

@@ -139,15 +139,18 @@ static void test_round_trips(void) {
     e[1].addr.ipv6.data[15] = 1;
     e[1].p2p_port = 50000;
     e[1].bench_port = 7;
+    e[1].flags |= CCOIP_PEER_TX_RELAYED;
+    e[1].tx_token = uuid_of(77);
     p.type = CCOIP_PKT_M2C_P2P_INFO;
-    p.u.p2p_info = (ccoip_p2p_info_t){42, 2, e};
+    p.u.p2p_info = (ccoip_p2p_info_t){42, 2, e, {.protocol = inetIPv4, .ipv4 = {{10, 0, 0, 9}}}, 48200};
     round_trip(&p, &b);
     CHECK(b.u.p2p_info.round == 42 && b.u.p2p_info.count == 2);
+    CHECK(b.u.p2p_info.relay_port == 48200 && b.u.p2p_info.relay_addr.ipv4.data[3] == 9);
     CHECK(memcmp(&b.u.p2p_info.peers[0], &e[0], sizeof e[0]) == 0);
     CHECK(memcmp(&b.u.p2p_info.peers[1], &e[1], sizeof e[1]) == 0);
     ccoip_packet_free(&b);
 
-    p.u.p2p_info = (ccoip_p2p_info_t){1, 0, NULL};
+    p.u.p2p_info = (ccoip_p2p_info_t){1, 0, NULL, {0}, 0};
     round_trip(&p, &b);
     CHECK(b.u.p2p_info.count == 0 && b.u.p2p_info.peers == NULL);
     ccoip_packet_free(&b);
@@ -295,36 +298,43 @@ static void test_malformed(void) {
     jr[8] = 2;
     CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_ERR_INVALID);
 
-    /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. */
-    uint8_t info[12 + 30];
+    /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. One
+     * entry: uuid, flags, family 4, ip, 3 ports, 2 tokens = 16+1+1+4+6+32 = 60 bytes; after the
+     * list the relay: family 4, ip, port = 7 bytes. */
+    enum { E = 60, TAIL = 7 };
+    uint8_t info[12 + E + TAIL + 1];
     memset(info, 0, sizeof info);
     info[8] = 0xff; info[9] = 0xff; info[10] = 0xff; info[11] = 0xff;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12) == CCOIP_ERR_TOO_LARGE);
     info[8] = 0; info[9] = 0; info[10] = 0x01; info[11] = 0x00; /* 256 entries, 0 bytes */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12) == CCOIP_ERR_TRUNCATED);
-    info[10] = 0; info[11] = 1; /* one entry: uuid, flags, family 4, ip, 3 ports = 16+1+1+4+6 = 28 */
+    info[10] = 0; info[11] = 1;
     info[12 + 16] = 1;
     info[12 + 17] = 4;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 27) == CCOIP_ERR_TRUNCATED);
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 29) == CCOIP_ERR_INVALID);
+    info[12 + E] = 4;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL - 1) == CCOIP_ERR_TRUNCATED);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL + 1) == CCOIP_ERR_INVALID);
     info[12 + 16] = 0;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
     info[12 + 16] = 4; /* CCOIP_PEER_SAME_HOST alone: a peer at our address (version 4) */
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
-    info[12 + 16] = 1 | 8 | 16; /* reversed edges (version 11) */
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_OK);
-    info[12 + 16] = 32;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
+    info[12 + 16] = 1 | 2 | 8 | 16 | 32 | 64; /* reversed and relayed edges (version 11) */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
+    info[12 + 16] = 128;
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
     info[12 + 16] = 3;
+    info[12 + E] = 5; /* the relay's family */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
+    info[12 + E] = 4;
     info[12 + 17] = 5;
-    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + 28) == CCOIP_ERR_INVALID);
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
     /* Two entries, the second one truncated: the first one's memory must be released (ASan). */
     info[11] = 2;
     info[12 + 17] = 4;
-    uint8_t two[12 + 28 + 20];
+    uint8_t two[12 + E + 20];
     memset(two, 0, sizeof two);
-    memcpy(two, info, 12 + 28);
+    memcpy(two, info, 12 + E);
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, two, sizeof two) == CCOIP_ERR_TRUNCATED);
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, b, CCOIP_MAX_PAYLOAD + 1u) == CCOIP_ERR_TOO_LARGE);
 }

@@ -15,7 +15,7 @@ static bool made;
 static char master_addr[64];
 static char master_log[128];
 
-static const char *const hosts[] = {"h0", "h1", "h2", "fw", "rt", "n0"};
+static const char *const hosts[] = {"h0", "h1", "h2", "fw", "rt", "n0", "rt2", "n1"};
 
 static void cleanup(void) {
     if (!made) return;
@@ -35,6 +35,20 @@ static bool public_host(const char *name, int last) {
                 p, name, last, p, name, p, name) == 0;
 }
 
+/* A NAT router (public host `rt`) doing MASQUERADE for a private LAN 192.168.<net>.0/24 with one
+ * host, `lan` (.2). */
+static bool nat_lan(const char *rt, const char *lan, int net) {
+    const char *p = prefix;
+    return h_sh("ip netns add %s%s", p, lan) == 0 &&
+           h_sh("ip link add eth1 netns %s%s type veth peer name eth0 netns %s%s", p, rt, p, lan) == 0 &&
+           h_sh("ip -n %s%s addr add 192.168.%d.1/24 dev eth1 && ip -n %s%s link set eth1 up", p, rt, net, p, rt) == 0 &&
+           h_sh("ip -n %s%s addr add 192.168.%d.2/24 dev eth0 && ip -n %s%s link set eth0 up && "
+                "ip -n %s%s link set lo up && ip -n %s%s route add default via 192.168.%d.1",
+                p, lan, net, p, lan, p, lan, p, lan, net) == 0 &&
+           h_sh("ip netns exec %s%s sysctl -qw net.ipv4.ip_forward=1", p, rt) == 0 &&
+           h_sh("ip netns exec %s%s iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE", p, rt) == 0;
+}
+
 static bool make_all(void) {
     const char *p = prefix;
     if (h_sh("ip netns add %ssw 2>/dev/null", p) != 0) return false;
@@ -45,15 +59,7 @@ static bool make_all(void) {
         return false;
     /* The firewall: no inbound connection may open (the master link is outbound: it works). */
     if (h_sh("ip netns exec %sfw iptables -A INPUT -p tcp --syn -j DROP", p) != 0) return false;
-    /* The NAT router and its private LAN. */
-    return h_sh("ip netns add %sn0", p) == 0 &&
-           h_sh("ip link add eth1 netns %srt type veth peer name eth0 netns %sn0", p, p) == 0 &&
-           h_sh("ip -n %srt addr add 192.168.79.1/24 dev eth1 && ip -n %srt link set eth1 up", p, p) == 0 &&
-           h_sh("ip -n %sn0 addr add 192.168.79.2/24 dev eth0 && ip -n %sn0 link set eth0 up && "
-                "ip -n %sn0 link set lo up && ip -n %sn0 route add default via 192.168.79.1",
-                p, p, p, p) == 0 &&
-           h_sh("ip netns exec %srt sysctl -qw net.ipv4.ip_forward=1", p) == 0 &&
-           h_sh("ip netns exec %srt iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE", p) == 0;
+    return public_host("rt2", 11) && nat_lan("rt", "n0", 79) && nat_lan("rt2", "n1", 80);
 }
 
 bool nat_setup(const char *tag) {

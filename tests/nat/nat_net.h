@@ -1,8 +1,9 @@
 /* nat_net: the namespaces and peers of the NAT tests (docs/nat.md).
  *
  * A "public" bridge 10.79.0.0/24 with hosts h0 (.1: the master and member A), h1 (.2), a host
- * behind a firewall that drops inbound connections (fw, .3), h2 (.4), and a NAT router (rt, .10)
- * doing MASQUERADE for a private LAN 192.168.79.0/24 with n0 (.2). Every peer runs restart_peer
+ * behind a firewall that drops inbound connections (fw, .3), h2 (.4), and two NAT routers doing
+ * MASQUERADE: rt (.10) for a private LAN 192.168.79.0/24 with n0 (.2), rt2 (.11) for
+ * 192.168.80.0/24 with n1 (.2). Every peer runs restart_peer
  * (a sync and a 4 MiB all-reduce per step, pcclArePeersPending and pcclUpdateTopology between
  * steps); the test reads its lines. Needs root, iproute2 and iptables. */
 #ifndef TESTS_NAT_NET_H
