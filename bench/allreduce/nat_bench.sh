@@ -1,0 +1,48 @@
+#!/bin/sh
+# nat_bench.sh: pcclAllReduce among 4 hosts in network namespaces at 500 Mbit/s (netns_lib.sh)
+# when some of them cannot be dialled (issue 30, docs/nat.md): a firewall dropping inbound
+# connections stands for a NAT router (to the others both look alike: nobody can dial in). Cases:
+# all public (the baseline, same run), 1 and 2 unreachable peers (their ring edges reversed: the
+# unreachable end dials), and 3 unreachable peers (two edges between unreachable peers run
+# through pccl-relay on a fifth host with its own 500 Mbit/s link). 64 MiB float32 Sum, bus
+# bandwidth, ratio against the all-public run. Needs root; prints a skip line otherwise.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+rf=${RUNFILES_DIR:-$0.runfiles}/libpccl
+[ -d "$rf" ] || rf=$here/../..
+master=$rf/ccoip/master/pccl-master peer=$rf/bench/allreduce/ar_bench_peer drv=$rf/bench/allreduce/ar_bench
+relay=$rf/ccoip/relay/pccl-relay
+. "$rf/bench/allreduce/netns_lib.sh"
+trap 'ns_cleanup' EXIT INT TERM
+if [ "$(id -u)" != 0 ] || ! command -v iptables > /dev/null || ! ns_setup 5 500; then
+    ns_cleanup
+    echo "nat_bench: SKIPPED: cannot create network namespaces (needs root, iproute2 and iptables)" >&2
+    exit 0
+fi
+tmp=$(mktemp -d)
+rpid=""
+trap '[ -n "$rpid" ] && kill $rpid; ns_cleanup; rm -rf "$tmp"' EXIT INT TERM
+mib=${NAT_BENCH_MIB:-64}
+ip netns exec "$(ns_name 4)" "$relay" --listen 10.77.0.5:48146 --log-level info > "$tmp/relay.out" 2> "$tmp/relay.log" &
+rpid=$!
+sleep 0.3
+firewall() { ip netns exec "$(ns_name "$1")" iptables "$2" INPUT -p tcp --syn -j DROP; }
+run() { # run NAME HOSTS...: hosts firewalled during the run; prints the median op in us
+    name=$1; shift
+    for h in "$@"; do firewall "$h" -A; done
+    AR_BENCH_MASTER_ARGS="--relay 10.77.0.5:48146" "$drv" "$master" "$peer" busbw --peers 4 --netns "$(ns_list 4)" \
+        --ip 10.77.0. --sizes "$mib" --warmup 1 --iters 5 > "$tmp/$name" || echo "nat_bench: $name run failed" >&2
+    for h in "$@"; do firewall "$h" -D; done
+    awk -v m="$mib" '$1=="busbw" && $2==m {print $3}' "$tmp/$name"
+}
+base=$(run public)
+for c in "reversed1 1" "reversed2 1 3" "relayed2 1 2 3"; do
+    set -- $c
+    name=$1; shift
+    us=$(run "$name" "$@")
+    [ -n "$us" ] && [ -n "$base" ] || continue
+    awk -v name="$name" -v m="$mib" -v us="$us" -v base="$base" 'BEGIN {
+        bw = 2*3/4*m*1048576/(us*1e-6)/1e6; b = 2*3/4*m*1048576/(base*1e-6)/1e6
+        printf "allreduce_nat500/n4_%gMiB_%s_busbw_vs_public,%.2f,MB/s,%.2f,%.3f\n", m, name, bw, b, bw/b }'
+done
+grep -c paired "$tmp/relay.log" | sed 's/^/nat_bench: relay pairs made: /' >&2
