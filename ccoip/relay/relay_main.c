@@ -12,7 +12,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +45,27 @@ typedef struct waiting_t {
 
 static waiting_t waiting[MAX_WAITING];
 static size_t nwaiting;
-static volatile sig_atomic_t stop;
+static atomic_bool stop;
 
-static void on_signal(int sig) {
-    (void) sig;
-    stop = 1;
+/* SIGTERM and SIGINT are blocked in every thread and taken here (sigwait): a plain handler is not
+ * run in time under ThreadSanitizer, which defers signals. The poll loop sees `stop` within 200 ms. */
+static void *wait_signals(void *arg) {
+    sigset_t *set = arg;
+    int sig;
+    while (sigwait(set, &sig) != 0) {
+    }
+    atomic_store(&stop, true);
+    return NULL;
+}
+
+static bool take_signals(void) {
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_t t;
+    return pthread_sigmask(SIG_BLOCK, &set, NULL) == 0 && pthread_create(&t, NULL, wait_signals, &set) == 0 &&
+           pthread_detach(t) == 0;
 }
 
 static void drop(size_t i, const char *why) {
@@ -162,8 +181,10 @@ int main(int argc, char **argv) {
         return argc > 1 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    if (!take_signals()) {
+        LOG_ERROR(MOD, "cannot start the signal thread");
+        return 1;
+    }
     uint16_t port = 0;
     int listen_fd = ccoip_sock_listen_bump(&addr.inet, addr.port, 1, &port);
     if (listen_fd < 0) {
@@ -176,7 +197,7 @@ int main(int argc, char **argv) {
     printf("pccl-relay listening on %s\n", name);
     fflush(stdout);
     static struct pollfd fds[MAX_WAITING + 1];
-    while (!stop) serve_once(listen_fd, fds);
+    while (!atomic_load(&stop)) serve_once(listen_fd, fds);
     while (nwaiting > 0) drop(nwaiting - 1, NULL);
     close(listen_fd);
     return 0;
