@@ -7,6 +7,8 @@
 //   read_fold   this file's read-only kernel with the hash's exact geometry and loads (one
 //               256-thread block per 256 KiB, 16-byte streaming loads 8 rows deep), adding the
 //               words up: the hash's memory traffic with none of its arithmetic.
+//   read_fold_overlapped  read_fold launched with programmatic dependent launch, letting the
+//               next launch start at once: consecutive launches' loads overlap wholly.
 //   d2d_copy    cudaMemcpyAsync device to device, counting bytes read plus bytes written (the
 //               usual "memory bandwidth" figure; a copy moves twice the bytes a hash reads).
 //   torch_sum   torch.sum of float32, measured by torch_sum.py in the same run and passed in
