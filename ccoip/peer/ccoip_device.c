@@ -39,7 +39,6 @@ static int copies_mode = COPIES_EARLY;
  * host->device range, bounds and all) change them for A/B runs. */
 static size_t first_piece = FIRST_PIECE, piece_bytes = PIECE_BYTES, lookahead = LOOKAHEAD_BYTES;
 static size_t out_min = OUT_MIN, out_max = OUT_MAX;
-static int in_streams = 1;
 
 static void kib_env(const char *name, size_t *bytes, size_t *also) {
     const char *v = getenv(name);
@@ -59,8 +58,6 @@ static void copies_init(void) {
     kib_env("PCCL_DEVICE_PIECE_KIB", &piece_bytes, NULL);
     kib_env("PCCL_DEVICE_AHEAD_KIB", &lookahead, NULL);
     kib_env("PCCL_DEVICE_OUT_KIB", &out_min, &out_max);
-    const char *ns = getenv("PCCL_DEVICE_IN_STREAMS");
-    if (ns != NULL) in_streams = strcmp(ns, "2") == 0 ? 2 : 1;
     const char *v = getenv("PCCL_DEVICE_COPIES");
     if (v == NULL) return;
     if (strcmp(v, "late") == 0) copies_mode = COPIES_LATE;
@@ -71,8 +68,7 @@ static void copies_init(void) {
 struct pccl_device_kit {
     pccl_device_kit_t *next;
     void *stream_in, *stream_out;
-    void *stream_in2;  /* PCCL_DEVICE_IN_STREAMS=2: odd pieces go here (A/B runs) */
-    void *caller_done; /* recorded on the legacy default stream; the input streams wait for it */
+    void *caller_done; /* recorded on the legacy default stream; stream_in waits for it */
     void **events;     /* one per device->host piece, in queue order */
     size_t *offs;      /* piece i starts at byte offs[i] of the buffer */
     uint32_t *chunk;   /* and lies in chunk chunk[i] */
@@ -108,13 +104,11 @@ static pccl_device_kit_t *kit_get(const cuda_table_t *cu, size_t pieces) {
         if (k == NULL) return NULL;
         st = cu->stream_create(&k->stream_in);
         if (st == CUDA_OK) st = cu->stream_create(&k->stream_out);
-        if (st == CUDA_OK) st = cu->stream_create(&k->stream_in2);
         if (st == CUDA_OK) st = cu->event_create(&k->caller_done);
         if (st != CUDA_OK) {
             LOG_ERROR(MOD, "all-reduce of device buffers: cannot create streams: %s", cu->status_string(st));
             cu->stream_destroy(k->stream_in);
             cu->stream_destroy(k->stream_out);
-            cu->stream_destroy(k->stream_in2);
             cu->event_destroy(k->caller_done);
             free(k);
             return NULL;
@@ -259,9 +253,8 @@ static bool top_up(pccl_device_op_t *op, size_t need, bool all) {
     while (!op->failed && op->queued < op->pieces &&
            (all || op->queued <= need || k->cum[op->queued - 1] - before < lookahead)) {
         size_t i = op->queued, off = k->offs[i];
-        void *stream = in_streams == 2 && i % 2 == 1 ? k->stream_in2 : k->stream_in;
-        cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, k->lens[i], stream);
-        if (st == CUDA_OK) st = op->cu->event_record(k->events[i], stream);
+        cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, k->lens[i], k->stream_in);
+        if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
         if (st != CUDA_OK) return copy_failed(op, "device-to-host copy", st);
         op->queued++;
     }
@@ -296,11 +289,9 @@ static int stage_input(void *ctx, size_t off, size_t len) {
     if (q > op->need) op->need = q;
     if (!top_up(op, op->need, false)) return -1;
     if (q < op->waited) return 0;
-    /* Copies on one stream finish in order: piece q done means every piece before it is too
-     * (with two input streams, pieces q and q - 1 done). */
+    /* Copies on one stream finish in order: piece q done means every piece before it is too. */
     double t0 = op->trace ? now_us() : 0;
     cuda_status_t st = op->cu->event_synchronize(k->events[q]);
-    if (st == CUDA_OK && in_streams == 2 && q > op->waited) st = op->cu->event_synchronize(k->events[q - 1]);
     if (op->trace) {
         double t1 = now_us();
         size_t used = strlen(op->waits);
@@ -378,7 +369,6 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
      * blocking stream), which may still be writing sendbuf. */
     cuda_status_t st = op->cu->event_record(op->kit->caller_done, NULL);
     if (st == CUDA_OK) st = op->cu->stream_wait_event(op->kit->stream_in, op->kit->caller_done);
-    if (st == CUDA_OK) st = op->cu->stream_wait_event(op->kit->stream_in2, op->kit->caller_done);
     if (st != CUDA_OK) {
         LOG_ERROR(MOD, "all-reduce of device buffers: ordering after the caller's GPU work failed: %s",
                   op->cu->status_string(st));
@@ -396,7 +386,6 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
     }
     if (op->mode == COPIES_WHOLE && op->pieces > 0) {
         cuda_status_t st2 = op->cu->event_synchronize(op->kit->events[op->pieces - 1]);
-        if (st2 == CUDA_OK && op->pieces > 1) st2 = op->cu->event_synchronize(op->kit->events[op->pieces - 2]);
         if (st2 != CUDA_OK) {
             copy_failed(op, "device-to-host copy", st2);
             pccl_device_end(op, false);
@@ -418,8 +407,8 @@ bool pccl_device_end(pccl_device_op_t *op, bool ring_ok) {
         }
         if (ring_ok && !op->failed) flush_output(op);
         /* Copies in flight read or write the block: wait for them before it is reused. */
-        void *streams[3] = {op->kit->stream_out, op->kit->stream_in, op->kit->stream_in2};
-        for (int i = 0; i < 3; i++) {
+        void *streams[2] = {op->kit->stream_out, op->kit->stream_in};
+        for (int i = 0; i < 2; i++) {
             cuda_status_t st = op->cu->stream_synchronize(streams[i]);
             if (st != CUDA_OK) copy_failed(op, i ? "device-to-host copy" : "host-to-device copy", st);
         }
