@@ -23,16 +23,45 @@ constexpr uint64_t GROUPED_MAX_SEGMENTS = 512;
 
 // done != NULL (the synchronous hash): the block that folds the tree then stores seq into *done
 // (mapped host memory), after the result and the cleared counter are visible to the host.
+//
+// Programmatic dependent launch (Hopper; elsewhere the attribute is ignored): a block reads its
+// segment and folds its lane tree, then waits for the grid before it in the stream
+// (cudaGridDependencySynchronize: at once when that grid has ended, as any grid that is not
+// this kernel has, since only this kernel lets its successor start early), then lets the next
+// launch of this kernel start, then publishes its value and counts itself in. So the next
+// hash's loads overlap this one's tail (the arrival counter, the last block's fold of the
+// segment tree: about 2 us, bench/cuda/NOTES.md), and touch the workspace only after this grid
+// has ended. Its inputs are safe to read early: every grid before this one in the stream that
+// is not this kernel had ended, and this grid had waited for it, before any block of this grid
+// let the next one start.
 template <int Q, int G>
 __global__ __launch_bounds__(LANES * G) void segment_kernel(const uint8_t *__restrict__ p, uint64_t len,
                                                             unsigned *counter, uint64_t *seg_values, uint64_t *scratch,
                                                             uint64_t *result, volatile unsigned *done, unsigned seq) {
     const uint64_t v = segment_value<Q, G>(p, len, blockIdx.x);
+    cudaGridDependencySynchronize();
+    cudaTriggerProgrammaticLaunchCompletion();
     const bool folded = publish_and_fold(v, blockIdx.x, gridDim.x, len, counter, seg_values, scratch, result);
     if (folded && done != NULL && threadIdx.x == 0) {
         __threadfence_system();
         *done = seq;
     }
+}
+
+template <int Q, int G>
+cudaError_t launch_segments(unsigned blocks, const uint8_t *p, uint64_t len, unsigned *counter, uint64_t *values,
+                            uint64_t *scratch, uint64_t *result, volatile unsigned *done, unsigned seq,
+                            cudaStream_t stream) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(LANES * G);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, segment_kernel<Q, G>, p, len, counter, values, scratch, result, done, seq);
 }
 
 cuda_status_t launch(const void *data, size_t len, void *workspace, uint64_t *result, volatile unsigned *done,
@@ -44,11 +73,12 @@ cuda_status_t launch(const void *data, size_t len, void *workspace, uint64_t *re
     uint64_t *values = (uint64_t *) workspace + 1, *scratch = values + s;
 
     const int misalign = (int) ((uintptr_t) p % 16);
-    const dim3 grid((unsigned) s);
-#define SEGMENT_LAUNCH(Q)                                                                                 \
-    (s > 1 && s <= GROUPED_MAX_SEGMENTS                                                                    \
-         ? segment_kernel<Q, 2><<<grid, 2 * LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq) \
-         : segment_kernel<Q, 1><<<grid, LANES, 0, stream>>>(p, len, counter, values, scratch, result, done, seq))
+    const unsigned blocks = (unsigned) s;
+    cudaError_t e = cudaSuccess;
+#define SEGMENT_LAUNCH(Q)                                                                                   \
+    e = s > 1 && s <= GROUPED_MAX_SEGMENTS                                                                  \
+            ? launch_segments<Q, 2>(blocks, p, len, counter, values, scratch, result, done, seq, stream) \
+            : launch_segments<Q, 1>(blocks, p, len, counter, values, scratch, result, done, seq, stream)
     switch (misalign == 0 ? -1 : misalign / 4) {
     case -1: SEGMENT_LAUNCH(-1); break;
     case 0: SEGMENT_LAUNCH(0); break;
@@ -57,6 +87,7 @@ cuda_status_t launch(const void *data, size_t len, void *workspace, uint64_t *re
     default: SEGMENT_LAUNCH(3); break;
     }
 #undef SEGMENT_LAUNCH
+    if (e != cudaSuccess) return cuda_check(e, "segment_kernel launch");
     return cuda_check(cudaGetLastError(), "segment_kernel launch");
 }
 

@@ -10,17 +10,18 @@
 #include "log/log.h"
 
 #define MOD "pccl"
-/* Device->host pieces grow from FIRST_PIECE, doubling, to PIECE_BYTES: the ring waits only for
- * the first small piece before it starts, and later pieces cost few API calls. */
+/* Device->host pieces grow from FIRST_PIECE, doubling, to PIECE_BYTES (larger inputs: bytes /
+ * 224): the ring waits only for the first small piece before it starts. Copies are queued
+ * LOOKAHEAD_BYTES ahead of the furthest piece the ring asked for, not the whole input at once.
+ * Peer processes that share a GPU share its copy engines, which serve their queues a copy at a
+ * time: with 4 MiB pieces 8 MiB ahead, one peer's first 256 KiB piece waited 0.4 to 0.9 ms
+ * behind the others' queues (16 MiB, 2 peers, H200). 1 MiB pieces 2 MiB ahead: 16 MiB device
+ * bus bandwidth 6.8 against 5.4 to 6.1 GB/s (2 peers), 64 and 256 MiB unchanged within noise
+ * (issue 35, docs/cuda.md). */
 #define FIRST_PIECE ((size_t) 256 << 10)
-#define PIECE_BYTES ((size_t) 4 << 20)
+#define PIECE_BYTES ((size_t) 1 << 20)
 #define MAX_PIECES ((size_t) 448) /* larger inputs get larger pieces */
-/* Device->host copies queued ahead of the furthest piece the ring asked for, not the whole
- * input at once: peers that share a GPU share its copy engines, and one process's whole input
- * in the queue could hold the others' first pieces back. (Measured: a peer's first wait of about
- * 1 ms at 64 MiB with either; the difference between the two was within the runs' noise;
- * docs/cuda.md.) */
-#define LOOKAHEAD_BYTES ((size_t) 8 << 20)
+#define LOOKAHEAD_BYTES ((size_t) 2 << 20)
 /* Host->device ranges: bytes / OUT_PARTS, within these bounds (the last one is the tail that
  * the op waits for after its ring). */
 #define OUT_PARTS 32
@@ -34,7 +35,29 @@ enum { COPIES_EARLY, COPIES_LATE, COPIES_WHOLE };
 static pthread_once_t copies_once = PTHREAD_ONCE_INIT;
 static int copies_mode = COPIES_EARLY;
 
+/* The sizes above, in bytes; PCCL_DEVICE_FIRST_KIB, _PIECE_KIB, _AHEAD_KIB and _OUT_KIB (the
+ * host->device range, bounds and all) change them for A/B runs. */
+static size_t first_piece = FIRST_PIECE, piece_bytes = PIECE_BYTES, lookahead = LOOKAHEAD_BYTES;
+static size_t out_min = OUT_MIN, out_max = OUT_MAX;
+
+static void kib_env(const char *name, size_t *bytes, size_t *also) {
+    const char *v = getenv(name);
+    if (v == NULL) return;
+    char *end = NULL;
+    unsigned long long k = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || k == 0 || k > ((size_t) 1 << 30)) {
+        LOG_WARN(MOD, "%s=%s: want KiB, 1 or more; keeping %zu KiB", name, v, *bytes >> 10);
+        return;
+    }
+    *bytes = (size_t) k << 10;
+    if (also != NULL) *also = *bytes;
+}
+
 static void copies_init(void) {
+    kib_env("PCCL_DEVICE_FIRST_KIB", &first_piece, NULL);
+    kib_env("PCCL_DEVICE_PIECE_KIB", &piece_bytes, NULL);
+    kib_env("PCCL_DEVICE_AHEAD_KIB", &lookahead, NULL);
+    kib_env("PCCL_DEVICE_OUT_KIB", &out_min, &out_max);
     const char *v = getenv("PCCL_DEVICE_COPIES");
     if (v == NULL) return;
     if (strcmp(v, "late") == 0) copies_mode = COPIES_LATE;
@@ -156,7 +179,7 @@ static uint32_t chunk_of_order(const pccl_device_op_t *op, uint32_t k, size_t *s
 
 static size_t max_piece(size_t bytes) {
     size_t p = (bytes + MAX_PIECES / 2 - 1) / (MAX_PIECES / 2);
-    return p > PIECE_BYTES ? p : PIECE_BYTES;
+    return p > piece_bytes ? p : piece_bytes;
 }
 
 /* The pieces in the order they are queued; fn (when not NULL) gets each one's queue index,
@@ -173,7 +196,7 @@ static size_t plan_pieces(pccl_device_op_t *op, piece_fn *fn) {
     uint32_t lead = op->world >= 2 ? 2 : 1;
     for (uint32_t k = 0; k < lead; k++) c[k] = chunk_of_order(op, k, &start[k], &len[k]);
     for (uint32_t k = 0; k < op->world;) {
-        size_t want = n < 24 && (FIRST_PIECE << (n / 2)) < big ? FIRST_PIECE << (n / 2) : big;
+        size_t want = n < 24 && (first_piece << (n / 2)) < big ? first_piece << (n / 2) : big;
         if (k < lead) {
             bool any = false;
             for (uint32_t j = 0; j < lead; j++) {
@@ -190,7 +213,7 @@ static size_t plan_pieces(pccl_device_op_t *op, piece_fn *fn) {
         size_t s0, l0, a0 = 0;
         uint32_t ck = chunk_of_order(op, k, &s0, &l0);
         while (a0 < l0) {
-            want = n < 24 && (FIRST_PIECE << (n / 2)) < big ? FIRST_PIECE << (n / 2) : big;
+            want = n < 24 && (first_piece << (n / 2)) < big ? first_piece << (n / 2) : big;
             size_t take = l0 - a0 < want ? l0 - a0 : want;
             if (fn != NULL && !fn(op, n, ck, s0 + a0, take)) return n;
             a0 += take;
@@ -228,7 +251,7 @@ static bool top_up(pccl_device_op_t *op, size_t need, bool all) {
     pccl_device_kit_t *k = op->kit;
     size_t before = need > 0 ? k->cum[need - 1] : 0;
     while (!op->failed && op->queued < op->pieces &&
-           (all || op->queued <= need || k->cum[op->queued - 1] - before < LOOKAHEAD_BYTES)) {
+           (all || op->queued <= need || k->cum[op->queued - 1] - before < lookahead)) {
         size_t i = op->queued, off = k->offs[i];
         cuda_status_t st = op->cu->memcpy_d2h_async(op->host + off, op->dev_in + off, k->lens[i], k->stream_in);
         if (st == CUDA_OK) st = op->cu->event_record(k->events[i], k->stream_in);
@@ -313,6 +336,7 @@ static int stage_output(void *ctx, size_t off, size_t len) {
 pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, const void *sendbuf, void *recvbuf,
                                size_t count, size_t esz, uint32_t rank, uint32_t world) {
     memset(op, 0, sizeof *op);
+    pthread_once(&copies_once, copies_init);
     op->trace = log_enabled(LOG_LEVEL_DEBUG);
     if (op->trace) op->t_begin = now_us();
     op->cu = cuda_table();
@@ -329,7 +353,7 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
     op->rank = rank;
     op->world = world;
     size_t out = op->bytes / OUT_PARTS;
-    op->out_piece = out < OUT_MIN ? OUT_MIN : out > OUT_MAX ? OUT_MAX : out;
+    op->out_piece = out < out_min ? out_min : out > out_max ? out_max : out;
     op->host = reduce_cache_alloc(pinned, op->bytes);
     if (op->host == NULL) {
         LOG_ERROR(MOD, "all-reduce of device buffers: no pinned host block of %zu bytes", op->bytes);
@@ -353,7 +377,6 @@ pcclResult_t pccl_device_begin(pccl_device_op_t *op, reduce_cache_t *pinned, con
     }
     /* The plan, then the first pieces in the order the ring reads them; stage_input queues the
      * rest as the ring goes, LOOKAHEAD_BYTES ahead, and waits only for the piece it needs. */
-    pthread_once(&copies_once, copies_init);
     op->mode = copies_mode;
     plan_pieces(op, record_piece);
     index_pieces(op);

@@ -24,9 +24,13 @@ struct ccoip_gates_t {
 
 static pthread_once_t parts_once = PTHREAD_ONCE_INIT;
 static size_t max_parts = DEFAULT_PARTS;
+static size_t min_part = MIN_PART;
 
 /* PCCL_STREAM_COPIES: "whole" (one copy each way, no overlap) or the most parts, 1 to 32. */
 static void parts_init(void) {
+    /* PCCL_STREAM_MIN_KIB: the smallest part, in KiB (A/B runs). */
+    const char *m = getenv("PCCL_STREAM_MIN_KIB");
+    if (m != NULL && atol(m) > 0) min_part = (size_t) atol(m) << 10;
     const char *v = getenv("PCCL_STREAM_COPIES");
     if (v == NULL) return;
     char *end = NULL;
@@ -252,7 +256,7 @@ static void plan(ccoip_gates_t *s, ccoip_gate_t *g, uint32_t world, size_t count
     g->esz = esz;
     g->bytes = bytes;
     size_t part = (bytes + max_parts - 1) / max_parts;
-    g->part = max_parts == 1 && bytes > 0 ? bytes : part > MIN_PART ? part : MIN_PART;
+    g->part = max_parts == 1 && bytes > 0 ? bytes : part > min_part ? part : min_part;
     g->pieces = g->ranges = (uint32_t) ((bytes + g->part - 1) / g->part);
     g->base = atomic_load_explicit((_Atomic uint32_t *) g->word, memory_order_relaxed);
     g->released = 0;

@@ -279,6 +279,14 @@ static int bench_size(const cuda_table_t *cu, pcclComm_t *comm, int p, int world
     return 0;
 }
 
+/* Whether the space-separated list holds the word. */
+static bool has_word(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *at = list; (at = strstr(at, word)) != NULL; at += n)
+        if ((at == list || at[-1] == ' ') && (at[n] == '\0' || at[n] == ' ')) return true;
+    return false;
+}
+
 static int peer_main(int port, int p, int world, int bench) {
     const cuda_table_t *cu = cuda_table();
     pcclComm_t *comm = gpu_peer_connect(port, world);
@@ -299,9 +307,15 @@ static int peer_main(int port, int p, int world, int bench) {
         printf("mixed %d\n", (int) r);
         cu->device_free(d);
     } else {
+        /* PCCL_DEVICE_BENCH_SIZES="16 64" (MiB) times those sizes alone (a traced run, say). */
         const size_t sizes[] = {16 * MiB, 64 * MiB, 256 * MiB};
-        for (int k = 0; k < 3; k++)
+        const char *only = getenv("PCCL_DEVICE_BENCH_SIZES");
+        for (int k = 0; k < 3; k++) {
+            char mib[16];
+            snprintf(mib, sizeof mib, "%zu", sizes[k] / MiB);
+            if (only != NULL && !has_word(only, mib)) continue;
             if (bench_size(cu, comm, p, world, sizes[k], 10 + 2 * (uint64_t) k) != 0) return 1;
+        }
     }
     printf("done\n");
     fflush(stdout);

@@ -702,7 +702,8 @@ int main(int argc, char **argv) {
         int nset = ns != NULL && atoi(ns) >= 2 && atoi(ns) <= OP_SETTINGS ? atoi(ns) : 2;
         h_init(120 + 60 * nset);
         int f = 0;
-        for (int i = 0; i < nset && f == 0; i++) {
+        /* PCCL_STREAM_BENCH_OPS_ONLY: the single ops alone, without the training-like step. */
+        for (int i = 0; i < nset && f == 0 && getenv("PCCL_STREAM_BENCH_OPS_ONLY") == NULL; i++) {
             use_setting(i);
             f += phase(argv[0], argv[1], "bench", 2);
         }

@@ -40,6 +40,7 @@ MR, TOPOD, STATUS = "docs/master-restart.md", "docs/topology.md", "docs/status-e
 COMPAT = "docs/pccl-compat.md"
 MEM, PROF, STREAMS, GSM = "docs/memory.md", "docs/profiler.md", "docs/cuda-streams.md", "docs/group-state-machine.md"
 PLAT = "docs/platforms.md"
+CUDA_MD, DEVICE_C = "docs/cuda.md", "ccoip/peer/ccoip_device.c"
 
 
 def env_default(var):
@@ -185,6 +186,14 @@ CHECKS = [
     (STREAMS, r"`PCCL_STREAM_COPIES=N`, 1 to\s+(\d+)", 1, GATE_H, "CCOIP_GATE_PARTS"),
     (ENV, r"`PCCL_STREAM_COPIES` \| (\d+) \|", 1, GATE_C, "DEFAULT_PARTS"),
     (ENV, r"`PCCL_STREAM_COPIES` \| \d+ \| `whole` \(= 1\) or 1 to (\d+);", 1, GATE_H, "CCOIP_GATE_PARTS"),
+    (ENV, r"`PCCL_STREAM_MIN_KIB` \| (\d+) \|", KIB, GATE_C, "MIN_PART"),
+    # Device buffers' copy sizes (docs/cuda.md, environment.md).
+    (CUDA_MD, r"the rest as the ring asks for input, (\d+) MiB ahead", MIB, DEVICE_C, "LOOKAHEAD_BYTES"),
+    (CUDA_MD, r"grow from (\d+) KiB, doubling", KIB, DEVICE_C, "FIRST_PIECE"),
+    (CUDA_MD, r"grow from \d+ KiB, doubling, to (\d+) MiB", MIB, DEVICE_C, "PIECE_BYTES"),
+    (ENV, r"`PCCL_DEVICE_FIRST_KIB` \| (\d+) \|", KIB, DEVICE_C, "FIRST_PIECE"),
+    (ENV, r"`PCCL_DEVICE_PIECE_KIB` \| (\d+) \|", KIB, DEVICE_C, "PIECE_BYTES"),
+    (ENV, r"`PCCL_DEVICE_AHEAD_KIB` \| (\d+) \|", KIB, DEVICE_C, "LOOKAHEAD_BYTES"),
 ]
 
 

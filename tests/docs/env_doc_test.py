@@ -24,6 +24,7 @@ TOOLS = ["tools"]
 # (file, argument) of the getenv calls that take a name from their caller.
 WRAPPERS = {
     ("ccoip/peer/ccoip_env.c", "name"),       # ccoip_env_num(name, def)
+    ("ccoip/peer/ccoip_device.c", "name"),    # kib_env(name, ...): the copy sizes' A/B knobs
     ("ccoip/peer/ccoip_stripe.c", "k->name"),  # the A/B knobs' table
     ("profiler/pprof_trace.c", "name"),       # env_u32(name, def)
 }
