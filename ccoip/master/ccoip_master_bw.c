@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "ccoip/master/ccoip_master_bw.h"
+#include "ccoip/master/ccoip_master_reach.h"
 #include "ccoip/master/ccoip_master_topo.h"
 #include "log/log.h"
 
@@ -166,7 +167,7 @@ static bool in_half(const struct ccoip_mbw_t *m, size_t i, uint32_t k, uint32_t 
 /* Needs measuring: unknown, and the receiver has a benchmark listener that can be dialled (an
  * unreachable one is not measured: docs/nat.md). */
 static bool missing(const struct ccoip_mbw_t *m, const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
-    return b->dial_bench != 0 && b->reachable && bw_of(m, a, b) <= 0;
+    return b->dial_bench != 0 && (b->reachable || ccoip_mreach_same_site(a, b)) && bw_of(m, a, b) <= 0;
 }
 
 static bool send_requests(ccoip_master_state_t *st) {
@@ -184,8 +185,8 @@ static bool send_requests(ccoip_master_state_t *st) {
         }
         if (m->asked[i] != NULL) {
             target.uuid = m->asked[i]->uuid;
-            target.addr = m->asked[i]->dial_addr;
-            target.bench_port = m->asked[i]->dial_bench;
+            uint16_t p2p, ss;
+            ccoip_mreach_dial_for(c, m->asked[i], &target.addr, &p2p, &ss, &target.bench_port);
         }
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);

@@ -81,6 +81,8 @@ typedef struct ccoip_mclient_t {
     /* Where the others dial it: addr and the ports above, or what it advertised (JOIN). */
     ccoip_inet_address_t dial_addr;
     uint16_t dial_p2p, dial_ss, dial_bench;
+    bool advertised;           /* dial_* come from PCCL_ADVERTISE_ADDRESS */
+    ccoip_inet_address_t lan_addr; /* its own address (JOIN): where peers behind the same NAT dial it */
     bool probing;   /* the master's connection back to its p2p listener is under way */
     bool reachable; /* that connection got through (or no probe was made): edges to it are dialled
                        by their other end; false: it dials them (docs/nat.md) */

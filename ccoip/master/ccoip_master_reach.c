@@ -6,7 +6,14 @@
 
 #include "ccoip/net/ccoip_socket.h"
 
+static bool same_ip(const ccoip_inet_address_t *a, const ccoip_inet_address_t *b) {
+    if (a->protocol != b->protocol) return false;
+    return a->protocol == inetIPv4 ? memcmp(a->ipv4.data, b->ipv4.data, 4) == 0 : memcmp(a->ipv6.data, b->ipv6.data, 16) == 0;
+}
+
 void ccoip_mreach_take_join(ccoip_mclient_t *c, const ccoip_join_t *j) {
+    c->advertised = j->advertised != 0;
+    c->lan_addr = j->local_addr;
     c->dial_addr = j->advertised ? j->adv_addr : c->addr;
     c->dial_p2p = j->advertised && j->adv_port != 0 ? j->adv_port : j->p2p_port;
     /* The other listeners sit at the same offsets from the p2p one (a forwarded range). */
@@ -15,12 +22,33 @@ void ccoip_mreach_take_join(ccoip_mclient_t *c, const ccoip_join_t *j) {
     c->dial_bench = j->bench_port != 0 ? (uint16_t) (j->bench_port + shift) : 0;
 }
 
+bool ccoip_mreach_same_site(const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
+    return !a->advertised && !b->advertised && same_ip(&a->addr, &b->addr);
+}
+
+void ccoip_mreach_dial_for(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, ccoip_inet_address_t *addr,
+                           uint16_t *p2p, uint16_t *ss, uint16_t *bench) {
+    static const uint8_t zero[16];
+    bool own = memcmp(c->lan_addr.protocol == inetIPv4 ? c->lan_addr.ipv4.data : c->lan_addr.ipv6.data, zero,
+                      c->lan_addr.protocol == inetIPv4 ? 4 : 16) != 0;
+    bool site = viewer != c && own && ccoip_mreach_same_site(viewer, c);
+    *addr = site ? c->lan_addr : c->dial_addr;
+    *p2p = site ? c->p2p_port : c->dial_p2p;
+    *ss = site ? c->ss_port : c->dial_ss;
+    *bench = site ? c->bench_port : c->dial_bench;
+}
+
 static bool reversed(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
-    return from->reachable && !to->reachable;
+    return from->reachable && !to->reachable && !ccoip_mreach_same_site(from, to);
+}
+
+/* Nobody can dial either end from the other's side. */
+static bool blind(const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
+    return !a->reachable && !b->reachable && !ccoip_mreach_same_site(a, b);
 }
 
 static bool relayed(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
-    return relay && !from->reachable && !to->reachable;
+    return relay && blind(from, to);
 }
 
 uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
@@ -34,30 +62,48 @@ uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t
 /* Whether two unreachable members of the group at places[0..k) are neighbours (the ring closes). */
 static bool has_blind_edge(ccoip_mclient_t **ring, const size_t *places, size_t k) {
     for (size_t i = 0; i < k && k > 1; i++)
-        if (!ring[places[i]]->reachable && !ring[places[(i + 1) % k]]->reachable) return true;
+        if (blind(ring[places[i]], ring[places[(i + 1) % k]])) return true;
     return false;
 }
 
+/* Appends to order, after *out, the next site of unreachable members not placed yet (all of
+ * them, in their order); false when none is left. */
+static bool take_site(ccoip_mclient_t **ring, const size_t *places, size_t k, bool *placed, ccoip_mclient_t **order,
+                      size_t *out) {
+    size_t first = 0;
+    while (first < k && (placed[first] || ring[places[first]]->reachable)) first++;
+    if (first == k) return false;
+    for (size_t u = first; u < k; u++) {
+        ccoip_mclient_t *c = ring[places[u]];
+        if (placed[u] || c->reachable || (u != first && !ccoip_mreach_same_site(c, ring[places[first]]))) continue;
+        placed[u] = true;
+        order[(*out)++] = c;
+    }
+    return true;
+}
+
 /* One group (its members at places[0..k)): reachable ones in their order, each followed by the
- * next unreachable one while any is left; the rest at the end. */
-static void place_group(ccoip_mclient_t **ring, const size_t *places, size_t k, ccoip_mclient_t **order) {
-    size_t out = 0, u = 0;
+ * next site of unreachable ones while any is left; the rest at the end. */
+static void place_group(ccoip_mclient_t **ring, const size_t *places, size_t k, ccoip_mclient_t **order,
+                        bool *placed) {
+    size_t out = 0;
+    memset(placed, 0, k * sizeof *placed);
     for (size_t i = 0; i < k; i++) {
         if (!ring[places[i]]->reachable) continue;
         order[out++] = ring[places[i]];
-        while (u < k && ring[places[u]]->reachable) u++;
-        if (u < k) order[out++] = ring[places[u++]];
+        take_site(ring, places, k, placed, order, &out);
     }
-    for (; u < k; u++)
-        if (!ring[places[u]]->reachable) order[out++] = ring[places[u]];
+    while (take_site(ring, places, k, placed, order, &out)) {
+    }
     for (size_t i = 0; i < k; i++) ring[places[i]] = order[i];
 }
 
 bool ccoip_mreach_place(ccoip_mclient_t **ring, size_t n) {
     size_t *places = malloc((n + 1) * sizeof *places);
     ccoip_mclient_t **order = malloc((n + 1) * sizeof *order);
+    bool *placed = malloc(n + 1);
     bool moved = false;
-    if (places == NULL || order == NULL) n = 0; /* the order as it is still links what it can */
+    if (places == NULL || order == NULL || placed == NULL) n = 0; /* the order as it is still links what it can */
     for (size_t i = 0; i < n; i++) {
         bool first = true; /* i is the first member of its group */
         for (size_t j = 0; j < i && first; j++) first = ring[j]->peer_group != ring[i]->peer_group;
@@ -66,11 +112,12 @@ bool ccoip_mreach_place(ccoip_mclient_t **ring, size_t n) {
         for (size_t j = i; j < n; j++)
             if (ring[j]->peer_group == ring[i]->peer_group) places[k++] = j;
         if (!has_blind_edge(ring, places, k)) continue;
-        place_group(ring, places, k, order);
+        place_group(ring, places, k, order, placed);
         moved = true;
     }
     free(places);
     free(order);
+    free(placed);
     return moved;
 }
 

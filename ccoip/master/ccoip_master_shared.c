@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ccoip/master/ccoip_master_shared.h"
+#include "ccoip/master/ccoip_master_reach.h"
 #include "log/log.h"
 
 #define MOD "ccoip-master"
@@ -268,8 +269,10 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
                 if (m[k].status != CCOIP_SS_OK || m[k].s->req.strategy == STRAT_RECEIVE_ONLY) continue;
                 if (!same_hash(&m[k].s->req.tensors[t], want)) continue;
                 /* Receivers dial their distributors: one the master could reach first (docs/nat.md). */
-                bool more_reachable = m[k].c->reachable && (d == n || !m[d].c->reachable);
-                bool as_reachable = d == n || m[k].c->reachable == m[d].c->reachable;
+                bool k_ok = m[k].c->reachable || ccoip_mreach_same_site(m[i].c, m[k].c);
+                bool d_ok = d != n && (m[d].c->reachable || ccoip_mreach_same_site(m[i].c, m[d].c));
+                bool more_reachable = k_ok && (d == n || !d_ok);
+                bool as_reachable = d == n || k_ok == d_ok;
                 if (more_reachable || (as_reachable && (d == n || m[k].load < m[d].load))) d = k;
             }
             if (d == n) continue; /* cannot happen: the winner holds it */
@@ -280,8 +283,8 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
             f->hash_kind = want->hash_kind;
             f->hash = want->hash;
             f->uuid = m[d].c->uuid;
-            f->addr = m[d].c->dial_addr;
-            f->ss_port = m[d].c->dial_ss;
+            uint16_t p2p, bench;
+            ccoip_mreach_dial_for(m[i].c, m[d].c, &f->addr, &p2p, &f->ss_port, &bench);
         }
     }
     free(winner);

@@ -181,15 +181,13 @@ static int by_id(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *c, uint8_t flags) {
+/* c as `viewer` is told about it: where viewer dials it (ccoip_mreach_dial_for). */
+static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, uint8_t flags) {
     ccoip_peer_entry_t e;
     memset(&e, 0, sizeof e);
     e.uuid = c->uuid;
     e.flags = flags;
-    e.addr = c->dial_addr;
-    e.p2p_port = c->dial_p2p;
-    e.ss_port = c->dial_ss;
-    e.bench_port = c->dial_bench;
+    ccoip_mreach_dial_for(viewer, c, &e.addr, &e.p2p_port, &e.ss_port, &e.bench_port);
     return e;
 }
 
@@ -287,10 +285,10 @@ static bool send_p2p_info(ccoip_master_state_t *st, ccoip_mclient_t **ring, size
     uint8_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next, relay) : 0;
     uint8_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c, relay) : 0;
     if (next != NULL && next == prev) {
-        entries[count++] = entry_of(next, tx_flags | rx_flags);
+        entries[count++] = entry_of(c, next, tx_flags | rx_flags);
     } else if (next != NULL) {
-        entries[count++] = entry_of(next, tx_flags);
-        entries[count++] = entry_of(prev, rx_flags);
+        entries[count++] = entry_of(c, next, tx_flags);
+        entries[count++] = entry_of(c, prev, rx_flags);
     }
     if (next != NULL) {
         entries[0].tx_token = tokens[i];
@@ -301,7 +299,7 @@ static bool send_p2p_info(ccoip_master_state_t *st, ccoip_mclient_t **ring, size
      * (ccoip_splice.h). A neighbour there is listed twice: once to link, once to count. */
     for (size_t k = 0; k < n && count < cap; k++)
         if (ring[k] != c && same_address(&ring[k]->addr, &c->addr))
-            entries[count++] = entry_of(ring[k], CCOIP_PEER_SAME_HOST);
+            entries[count++] = entry_of(c, ring[k], CCOIP_PEER_SAME_HOST);
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_P2P_INFO;

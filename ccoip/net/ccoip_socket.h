@@ -34,6 +34,9 @@ int ccoip_sock_listen_bump(const ccoip_inet_address_t *bind_addr, uint16_t first
  * listens, CCOIP_ERR_TIMEOUT, CCOIP_ERR_IO). */
 int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_status_t *st);
 
+/* This end's address of a connected socket (getsockname); false when it has none. */
+bool ccoip_sock_local_address(int fd, ccoip_socket_address_t *out);
+
 /* Accepts one connection (the listening fd is non-blocking; -1 when none is waiting). */
 int ccoip_sock_accept(int listen_fd, ccoip_socket_address_t *peer);
 

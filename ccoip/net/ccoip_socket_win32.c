@@ -158,6 +158,15 @@ int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_st
     return (int) s;
 }
 
+bool ccoip_sock_local_address(int fd, ccoip_socket_address_t *out) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(FD(fd), (struct sockaddr *) &ss, &len) != 0) return false;
+    ccoip_from_sockaddr(&ss, out);
+    return ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+}
+
 int ccoip_sock_accept(int listen_fd, ccoip_socket_address_t *peer) {
     struct sockaddr_storage ss;
     int len = sizeof ss;

@@ -217,6 +217,8 @@ static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
     p.u.rejoin = (ccoip_rejoin_t){comm->join,     comm->ring_next,  comm->round,     comm->has_rev,
                                   comm->last_rev, comm->has_result, comm->result_rev};
     pthread_mutex_unlock(&comm->mail_lock);
+    ccoip_socket_address_t local; /* this connection's: the network may have changed */
+    if (ccoip_sock_local_address(fd, &local)) p.u.rejoin.join.local_addr = local.inet;
     st = ccoip_conn_send(fd, &p);
     ccoip_packet_t r;
     if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
@@ -480,6 +482,8 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     p.u.join.ss_port = ss_port;
     p.u.join.bench_port = bench_port;
     if (!take_advertised(&p.u.join)) return pcclInvalidArgument;
+    ccoip_socket_address_t local;
+    if (ccoip_sock_local_address(fd, &local)) p.u.join.local_addr = local.inet;
     comm->join = p.u.join;
     comm->reconnect_ms = reconnect_window_ms();
     st = ccoip_conn_send(fd, &p);

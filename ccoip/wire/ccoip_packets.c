@@ -94,7 +94,7 @@ static const field_t auth_result_fields[] = {U8R(ccoip_auth_result_t, status, 0,
 static const field_t join_fields[] = {U32(ccoip_join_t, peer_group), U16(ccoip_join_t, p2p_port),
                                       U16(ccoip_join_t, ss_port), U16(ccoip_join_t, bench_port),
                                       U8R(ccoip_join_t, advertised, 0, 1), ADDR(ccoip_join_t, adv_addr),
-                                      U16(ccoip_join_t, adv_port)};
+                                      U16(ccoip_join_t, adv_port), ADDR(ccoip_join_t, local_addr)};
 static const layout_t join_layout = {0, "join", sizeof(ccoip_join_t), join_fields, N(join_fields), 0};
 static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout), UUID(ccoip_rejoin_t, next),
                                         U64(ccoip_rejoin_t, round), U8R(ccoip_rejoin_t, has_rev, 0, 1),

@@ -50,7 +50,8 @@
  * 11: the master connects back to a joining peer's p2p listener and answers JOIN with what it
  *    saw (address, port, reachable); a ring edge with one unreachable end is dialled by that end
  *    (CCOIP_PEER_TX_REVERSED / RX_REVERSED, P2P_BIND's `reversed`); JOIN may carry an advertised
- *    address (PCCL_ADVERTISE_ADDRESS); an edge between two unreachable ends may run through a relay
+ *    address (PCCL_ADVERTISE_ADDRESS) and names the peer's own address (peers behind one NAT dial
+ *    each other there); an edge between two unreachable ends may run through a relay
  *    (CCOIP_PEER_TX_RELAYED / RX_RELAYED, P2P_INFO's relay and the entries' tokens) (docs/nat.md) */
 #define CCOIP_PROTOCOL_VERSION 11u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
@@ -225,6 +226,9 @@ typedef struct ccoip_join_t {
     uint8_t advertised;
     ccoip_inet_address_t adv_addr;
     uint16_t adv_port; /* 0: the p2p port above */
+    /* version 11: this end's address of its connection to the master: peers that the master sees
+     * at one address (behind one NAT router) dial each other there */
+    ccoip_inet_address_t local_addr;
 } ccoip_join_t;
 
 /* A member that lost the master tells a (restarted) master what it was: the master's soft state

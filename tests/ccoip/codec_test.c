@@ -111,10 +111,12 @@ static void test_round_trips(void) {
     CHECK(b.u.auth_result.status == CCOIP_HELLO_SECRET);
 
     p.type = CCOIP_PKT_C2M_JOIN;
-    p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0, 1, {.protocol = inetIPv4, .ipv4 = {{203, 0, 113, 5}}}, 40000};
+    p.u.join = (ccoip_join_t){0xdeadbeef, 48149, 48150, 0, 1, {.protocol = inetIPv4, .ipv4 = {{203, 0, 113, 5}}}, 40000,
+                              {.protocol = inetIPv4, .ipv4 = {{192, 168, 1, 2}}}};
     round_trip(&p, &b);
     CHECK(b.u.join.peer_group == 0xdeadbeef && b.u.join.p2p_port == 48149 && b.u.join.ss_port == 48150);
     CHECK(b.u.join.advertised == 1 && b.u.join.adv_port == 40000 && b.u.join.adv_addr.ipv4.data[0] == 203);
+    CHECK(b.u.join.local_addr.ipv4.data[0] == 192 && b.u.join.local_addr.ipv4.data[3] == 2);
 
     p.type = CCOIP_PKT_M2C_JOIN_RESPONSE;
     p.u.join_response.status = CCOIP_JOIN_LOOPBACK_MIX;
@@ -182,7 +184,7 @@ static void test_round_trips(void) {
     CHECK(b.u.world_update.world.num_groups == 1);
 
     p.type = CCOIP_PKT_C2M_REJOIN;
-    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151, 0, {0}, 0}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull, 1, 77};
+    p.u.rejoin = (ccoip_rejoin_t){{7, 48149, 48150, 48151, 0, {0}, 0, {0}}, uuid_of(9), 1234, 1, 0xfedcba9876543210ull, 1, 77};
     round_trip(&p, &b);
     CHECK(b.u.rejoin.join.peer_group == 7 && b.u.rejoin.join.bench_port == 48151 && b.u.rejoin.round == 1234);
     CHECK(memcmp(&b.u.rejoin.next, &p.u.rejoin.next, sizeof p.u.rejoin.next) == 0);
@@ -233,11 +235,11 @@ static void test_malformed(void) {
     CHECK(decode_bytes(0, b, 0) == CCOIP_ERR_UNKNOWN_TYPE);
     CHECK(ccoip_packet_name(0x7777) == NULL);
     CHECK(decode_bytes(CCOIP_PKT_C2M_HEARTBEAT, b, 1) == CCOIP_ERR_INVALID);     /* trailing byte */
-    b[11] = 4; /* JOIN: group, 3 ports, advertised, address (family 4), port: 18 bytes */
-    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 18) == CCOIP_OK);
-    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 19) == CCOIP_ERR_INVALID);         /* trailing byte */
+    b[11] = b[18] = 4; /* JOIN: group, 3 ports, advertised, address (family 4), port, own address: 23 bytes */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 23) == CCOIP_OK);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 24) == CCOIP_ERR_INVALID);         /* trailing byte */
     b[10] = 2;                                                                   /* advertised: 0 or 1 */
-    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 18) == CCOIP_ERR_INVALID);
+    CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 23) == CCOIP_ERR_INVALID);
     memset(b, 0, sizeof b);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, NULL, 0) == CCOIP_ERR_TRUNCATED);
     /* HELLO: role 0 and 5 are out of range; trailing bytes are allowed (later versions). */
@@ -449,8 +451,8 @@ static void test_fixed_frames(void) {
         /* The fixed packets with an address: IPv6, its longest form, makes the bound exact. */
         if (type == CCOIP_PKT_M2C_TOPOLOGY_RESULT) p.u.topology_result.seen_addr.protocol = inetIPv6;
         if (type == CCOIP_PKT_M2C_JOIN_RESPONSE) p.u.join_response.seen_addr.protocol = inetIPv6;
-        if (type == CCOIP_PKT_C2M_JOIN) p.u.join.adv_addr.protocol = inetIPv6;
-        if (type == CCOIP_PKT_C2M_REJOIN) p.u.rejoin.join.adv_addr.protocol = inetIPv6;
+        if (type == CCOIP_PKT_C2M_JOIN) p.u.join.adv_addr.protocol = p.u.join.local_addr.protocol = inetIPv6;
+        if (type == CCOIP_PKT_C2M_REJOIN) p.u.rejoin.join.adv_addr.protocol = p.u.rejoin.join.local_addr.protocol = inetIPv6;
         ccoip_writer_t w;
         ccoip_writer_init(&w, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
         REQUIRE(ccoip_packet_encode(&p, &w) == CCOIP_OK);

@@ -35,9 +35,11 @@ static size_t frame(uint8_t *out, uint32_t len, uint16_t type) {
 }
 
 #define PROTO 11 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
-/* A JOIN's body: group, 3 ports, advertised (0), an IPv4 address (family byte 4, 4 bytes), port. */
-#define JOIN_LEN 18
+/* A JOIN's body: group, 3 ports, advertised (0), an IPv4 address (family byte 4, 4 bytes), port,
+ * the peer's own IPv4 address. */
+#define JOIN_LEN 23
 #define JOIN_FAMILY 11
+#define JOIN_OWN_FAMILY 18
 /* A HELLO without a secret: magic, version, role, uuid, flags 0, nonce. */
 #define HELLO_LEN 56
 #define ACK_LEN (6 + 88)
@@ -152,7 +154,7 @@ int main(int argc, char **argv) {
         size_t k = frame(b + n, after_hello[i] == 0x0101 ? JOIN_LEN : after_hello[i] == 0x0001 ? HELLO_LEN : 0, after_hello[i]);
         size_t extra = after_hello[i] == 0x0101 ? JOIN_LEN : after_hello[i] == 0x0001 ? HELLO_LEN : 0;
         memset(b + n + k, 0, extra);
-        if (after_hello[i] == 0x0101) b[n + k + JOIN_FAMILY] = 4;
+        if (after_hello[i] == 0x0101) b[n + k + JOIN_FAMILY] = b[n + k + JOIN_OWN_FAMILY] = 4;
         if (after_hello[i] == 0x0001) memcpy(b + n + k, b + 6, HELLO_LEN);
         if (after_hello[i] == 0x0203) { /* a TOPOLOGY_RESULT with a body */
             frame(b + n, 25, 0x0203);
@@ -167,7 +169,7 @@ int main(int argc, char **argv) {
     memset(b + n, 0, JOIN_LEN);
     b[n + 4] = 0xbc; /* p2p port 48128: never connected to, the peer is dropped first */
     b[n + 5] = 0x00;
-    b[n + JOIN_FAMILY] = 4;
+    b[n + JOIN_FAMILY] = b[n + JOIN_OWN_FAMILY] = 4;
     n += JOIN_LEN;
     n += frame(b + n, 0, 0x0102);
     expect_closed(port, b, n, false, "vote before acceptance");

@@ -19,6 +19,10 @@ static size_t make(const char *pattern) {
         clients[i].reachable = pattern[i] == 'R' || pattern[i] == 'r';
         clients[i].peer_group = pattern[i] >= 'a';
         clients[i].id = i;
+        /* Each at its own address; 'S'/'s': unreachable, all of them behind one address (a site). */
+        bool site = pattern[i] == 'S' || pattern[i] == 's';
+        clients[i].reachable = clients[i].reachable && !site;
+        clients[i].addr = (ccoip_inet_address_t){.protocol = inetIPv4, .ipv4 = {{10, 0, 0, site ? 99 : (uint8_t) (i + 1)}}};
         ring[i] = &clients[i];
     }
     return n;
@@ -27,7 +31,7 @@ static size_t make(const char *pattern) {
 /* The ring as a pattern again, with each client's original index. */
 static void show(size_t n, char *out, char *ids) {
     for (size_t i = 0; i < n; i++) {
-        char c = ring[i]->reachable ? 'R' : 'U';
+        char c = ring[i]->reachable ? 'R' : ring[i]->addr.ipv4.data[3] == 99 ? 'S' : 'U';
         out[i] = ring[i]->peer_group ? (char) (c - 'A' + 'a') : c;
         ids[i] = (char) ('0' + ring[i]->id);
     }
@@ -61,6 +65,11 @@ int main(void) {
     /* Groups are placed each on its own, in their places of the ring. */
     check_place("RuRrUu", true, "RrRuUu", "032145"); /* group 1: two u, one r */
     check_place("RUru", false, "RUru", "0123");
+    /* Peers behind one NAT router dial each other at their own addresses: they stay side by
+     * side, as one site after a reachable peer. */
+    check_place("RSSSS", false, "RSSSS", "01234");
+    check_place("SRSUS", true, "RSSSU", "10243");
+    check_place("SSUUR", true, "RSSUU", "40123"); /* not enough reachable peers for both sites */
 
     /* Edge flags: reversed only when the receiving end alone is unreachable. */
     for (int relay = 0; relay <= 1; relay++) {
@@ -72,6 +81,19 @@ int main(void) {
         make("RR");
         CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], relay), 0);
     }
+    make("SS"); /* one site: dialled directly at their own addresses */
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), 0);
+    CHECK(ccoip_mreach_same_site(ring[0], ring[1]));
+    ring[1]->lan_addr = (ccoip_inet_address_t){.protocol = inetIPv4, .ipv4 = {{192, 168, 1, 7}}};
+    ring[1]->p2p_port = 48150;
+    ring[1]->dial_p2p = 1; /* where others would dial it: not used by its site */
+    ccoip_inet_address_t at;
+    uint16_t p2p, ss, bench;
+    ccoip_mreach_dial_for(ring[0], ring[1], &at, &p2p, &ss, &bench);
+    CHECK(at.ipv4.data[0] == 192 && at.ipv4.data[3] == 7 && p2p == 48150);
+    ring[0]->advertised = true; /* an advertised address wins */
+    CHECK(!ccoip_mreach_same_site(ring[0], ring[1]));
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
     make("UU"); /* nobody can dial it: through the relay, or dialled as before without one */
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], false), 0);
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
@@ -81,7 +103,7 @@ int main(void) {
     ccoip_mclient_t c;
     memset(&c, 0, sizeof c);
     c.addr = (ccoip_inet_address_t){.protocol = inetIPv4, .ipv4 = {{198, 51, 100, 7}}};
-    ccoip_join_t j = {0, 48149, 48150, 48151, 0, {0}, 0};
+    ccoip_join_t j = {0, 48149, 48150, 48151, 0, {0}, 0, {0}};
     ccoip_mreach_take_join(&c, &j);
     CHECK(c.dial_addr.ipv4.data[3] == 7 && c.dial_p2p == 48149 && c.dial_ss == 48150 && c.dial_bench == 48151);
     j.advertised = 1;

@@ -88,7 +88,7 @@ static void codec_seeds(void) {
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_JOIN;
-    p.u.join = (ccoip_join_t){0, 48200, 48201, 48202, 0, {0}, 0};
+    p.u.join = (ccoip_join_t){0, 48200, 48201, 48202, 0, {0}, 0, {0}};
     seed_from_packet(&p);
     ccoip_ss_tensor_t t = {"weights", 77, 0, 4, 1024, 0};
     memset(&p, 0, sizeof p);
