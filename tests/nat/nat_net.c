@@ -96,6 +96,8 @@ bool nat_start_master(h_proc_t *master, const char *bin, char *const *extra) {
 
 const char *nat_master_log(void) { return master_log; }
 
+const char *nat_master_addr(void) { return master_addr; }
+
 long nat_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -47,6 +47,8 @@ long nat_median_step(const nat_peer_t *peers);
  * peer that connected and ran it; returns how many hashes it compared. */
 unsigned nat_check_steps(nat_peer_t *peers, int n);
 long nat_now_ms(void);
+/* The master's address ("10.79.0.1:PORT") once nat_start_master returned. */
+const char *nat_master_addr(void);
 /* The master's log path. */
 const char *nat_master_log(void);
 /* Removes the logs (when every check passed). */
