@@ -88,6 +88,14 @@ static bool newcomer(const ccoip_mclient_t *c) { return c->phase == CCOIP_MPHASE
 /* Whether c may be in the next admission round. */
 static bool eligible(const ccoip_mclient_t *c) { return newcomer(c) && !c->admit.sits_out && !c->admit.unreachable; }
 
+/* An accepted member whose reachability is being probed (after a REJOIN): rounds wait for it,
+ * at most the probe's timeout. */
+static bool member_probing(const ccoip_master_state_t *st) {
+    for (size_t i = 0; i < st->nclients; i++)
+        if (st->clients[i]->phase == CCOIP_MPHASE_ACCEPTED && st->clients[i]->probing) return true;
+    return false;
+}
+
 /* Newcomers waiting for admission (pcclArePeersPending): refused ones do not. */
 static size_t waiting(const ccoip_master_state_t *st) {
     size_t n = 0;
@@ -510,6 +518,7 @@ static void evaluate(ccoip_master_state_t *st) {
     }
     if (ccoip_mbw_active(st)) return; /* measuring for pcclOptimizeTopology: votes wait */
     if (ccoip_members_awaiting_rejoins(st)) return; /* ccoip_mstate_tick looks again when the grace ends */
+    if (member_probing(st)) return; /* a rejoined member: its edges depend on it (on_probe looks again) */
     size_t registered = waiting(st);
     votes_t v = count_votes(st);
     if (v.accepted == 0) {
@@ -756,6 +765,7 @@ void ccoip_mstate_on_probe(ccoip_master_state_t *st, ccoip_mclient_t *c, bool re
     if (!reachable) LOG_INFO(MOD, "%s cannot be dialled at %s (%s): its ring edges will be dialled from its side", c->name, where, why);
     else LOG_DEBUG(MOD, "%s can be dialled at %s", c->name, where);
     if (c->phase == CCOIP_MPHASE_REGISTERED) answer_join(st, c);
+    else if (c->phase == CCOIP_MPHASE_ACCEPTED) evaluate(st); /* rounds waited for it */
 }
 
 /* Whether a REJOIN of uuid is taken now: within the recovery window after the master started (a
