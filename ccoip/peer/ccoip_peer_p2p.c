@@ -128,15 +128,19 @@ static void *take_relayed(void *arg) {
         LOG_WARN(MOD, "cannot reach the relay at %s: %s", name, ccoip_status_str(st));
         return NULL;
     }
+    /* A second descriptor of the socket, ours alone, for relay_rx_end to shut it down with:
+     * take_incoming may close fd (its number can then be reused elsewhere) at any time. */
+    int watch = ccoip_sock_dup(fd);
     pthread_mutex_lock(&p2p->lock);
-    bool cancelled = p2p->relay_fd == -2;
-    if (!cancelled) p2p->relay_fd = fd;
+    bool cancelled = p2p->relay_fd == -2 || watch < 0;
+    if (!cancelled) p2p->relay_fd = watch;
     pthread_mutex_unlock(&p2p->lock);
     if (!cancelled) take_incoming(r.comm, fd, name, r.deadline);
     else ccoip_sock_close(fd);
     pthread_mutex_lock(&p2p->lock);
     p2p->relay_fd = -1;
     pthread_mutex_unlock(&p2p->lock);
+    if (watch >= 0) ccoip_sock_close(watch);
     return NULL;
 }
 
