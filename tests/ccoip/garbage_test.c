@@ -34,7 +34,7 @@ static size_t frame(uint8_t *out, uint32_t len, uint16_t type) {
     return 6;
 }
 
-#define PROTO 10 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
+#define PROTO 11 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
 /* A HELLO without a secret: magic, version, role, uuid, flags 0, nonce. */
 #define HELLO_LEN 56
 #define ACK_LEN (6 + 88)

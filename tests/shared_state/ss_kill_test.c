@@ -1,5 +1,7 @@
 /* The distributor dies mid-transfer: the receiver gets an error within a bounded time, the other
- * holder's sync succeeds, and a retry fetches the state from that holder, bit for bit.
+ * holder's sync succeeds, and a retry fetches the state from that holder, bit for bit. The
+ * receiver fetches from one distributor only (PCCL_SS_MAX_SOURCES=1): with both it would finish
+ * from the other in the same call (ss_multi_test).
  * Serving is capped at 64 MB/s (PCCL_SS_MAX_SEND_MBPS) so that the 96 MiB transfer is surely in
  * flight when the kill comes: the test waits for the receiver's first progress line (transfers
  * over 64 MiB log one per second at info level). Usage: ss_kill_test PCCL_MASTER SS_PEER */
@@ -30,6 +32,7 @@ int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(100);
     setenv("PCCL_SS_MAX_SEND_MBPS", "64", 1);
+    setenv("PCCL_SS_MAX_SOURCES", "1", 1); /* one distributor per receiver: its death fails the sync */
     setenv("PCCL_LOG_LEVEL", "info", 1);
     char line[256], log_path[512];
     const char *tmp = getenv("TEST_TMPDIR");
@@ -46,7 +49,7 @@ int main(int argc, char **argv) {
     REQUIRE(ss_cmd(p[1], line, sizeof line, "tensors 1 %llu 5", BYTES) == 0);
     REQUIRE(ss_cmd(p[2], line, sizeof line, "tensors 1 %llu 0", BYTES) == 0);
 
-    /* Peer 0 is the distributor (the earliest connected holder when loads tie). */
+    /* Peer 0 is the distributor (the master names the holders in the order after the receiver). */
     for (int i = 0; i < 3; i++) REQUIRE(h_send(p[i], "sync 0"));
     long t0 = now_ms();
     while (!file_has(log_path, "shared state: received") && now_ms() - t0 < 20000) usleep(20000);
