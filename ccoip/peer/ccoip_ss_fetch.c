@@ -375,6 +375,7 @@ static void *source_main(void *arg) {
 /* ---- the call ---- */
 
 static void run_sources(plan_t *pl) {
+    int64_t t0 = ccoip_now_ms();
     for (uint32_t k = 0; k < pl->nsrc; k++) {
         pl->src[k].started = pthread_create(&pl->src[k].thread, NULL, source_main, &pl->src[k]) == 0;
         if (!pl->src[k].started) {
@@ -384,8 +385,14 @@ static void run_sources(plan_t *pl) {
     }
     for (uint32_t k = 0; k < pl->nsrc; k++)
         if (pl->src[k].started) pthread_join(pl->src[k].thread, NULL);
-    for (uint32_t k = 0; k < pl->nsrc && pl->total > PROGRESS_BYTES; k++)
-        LOG_INFO(MOD, "shared state: %.1f MiB came from %s", (double) pl->src[k].rx / 1048576.0, pl->src[k].name);
+    if (pl->total <= PROGRESS_BYTES) return;
+    int64_t ms = ccoip_now_ms() - t0;
+    LOG_INFO(MOD, "shared state: fetched %.1f MiB from %u distributors in %lld ms (%.0f MB/s)%s",
+             (double) atomic_load(&pl->rx) / 1048576.0, (unsigned) pl->nsrc, (long long) ms,
+             ms > 0 ? (double) atomic_load(&pl->rx) / 1e3 / (double) ms : 0.0, pl->res == pcclSuccess ? "" : ", failed");
+    for (uint32_t k = 0; k < pl->nsrc; k++)
+        LOG_INFO(MOD, "shared state: %.1f MiB came from %s%s", (double) pl->src[k].rx / 1048576.0, pl->src[k].name,
+                 (pl->alive >> k & 1) != 0 ? "" : " (dropped)");
 }
 
 pcclResult_t ccoip_ss_fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots,

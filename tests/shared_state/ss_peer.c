@@ -7,6 +7,7 @@
  *   tensors N BYTES SEED    -> "tensors 0"        N tensors of BYTES bytes (a multiple of 4)
  *   odd SEED B0 B1 ...      -> "odd 0"            tensors of B0, B1, ... bytes (uint8, any size)
  *   fill I SEED             -> "fill 0"           tensor I := pattern(SEED, I)
+ *   env NAME VALUE          -> "env 0"            setenv (VALUE "-": unsetenv), for knobs read per call
  *   corrupt I               -> "corrupt 0"        flips one bit of tensor I
  *   ineq I 0|1              -> "ineq 0"           its allow_content_inequality
  *   count I COUNT           -> "count 0"          resizes tensor I (zeros)
@@ -122,7 +123,7 @@ int main(int argc, char **argv) {
     pcclComm_t *comm;
     if (pcclCreateCommunicator(&params, &comm) != pcclSuccess) return 1;
     state.infos = infos;
-    char line[256];
+    char line[256], env_name[64], env_value[64];
     while (fgets(line, sizeof line, stdin) != NULL) {
         line[strcspn(line, "\r\n")] = '\0';
         unsigned long long a = 0, b = 0, c = 0;
@@ -141,6 +142,9 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < ntensors; i++) set_tensor(i, b, c);
             state.count = ntensors;
             printf("tensors 0\n");
+        } else if (sscanf(line, "env %63s %63s", env_name, env_value) == 2) {
+            int r = strcmp(env_value, "-") == 0 ? unsetenv(env_name) : setenv(env_name, env_value, 1);
+            printf("env %d\n", r);
         } else if (strncmp(line, "odd ", 4) == 0 && set_odd(line)) {
             printf("odd 0\n");
         } else if (sscanf(line, "fill %llu %llu", &a, &b) == 2 && a < ntensors) {
