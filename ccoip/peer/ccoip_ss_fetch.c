@@ -31,6 +31,7 @@
 #define CHUNK ((size_t) 8 << 20)             /* bytes per receive call, and the staging size */
 #define UNIT_PIECES 64u                      /* small tensors in one request */
 #define MIN_RANGE ((uint64_t) 64 << 10)
+#define DEFAULT_RANGE ((uint64_t) 8 << 20)   /* PCCL_SS_RANGE_BYTES */
 #define PROGRESS_BYTES ((uint64_t) 64 << 20) /* fetches above this log progress lines */
 #define PROGRESS_MS 1000
 
@@ -124,7 +125,7 @@ static bool plan_alloc(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_sl
 static void plan_limits(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t nslots) {
     int64_t most = ccoip_env_num("PCCL_SS_MAX_SOURCES", CCOIP_SS_MAX_SOURCES);
     pl->max_sources = most < 1 ? 1 : (uint32_t) (most > CCOIP_SS_MAX_SOURCES ? CCOIP_SS_MAX_SOURCES : most);
-    int64_t want = ccoip_env_num("PCCL_SS_RANGE_BYTES", (int64_t) 8 << 20);
+    int64_t want = ccoip_env_num("PCCL_SS_RANGE_BYTES", (int64_t) DEFAULT_RANGE);
     uint64_t total = 0;
     for (uint32_t i = 0; i < r->nfetch; i++) {
         const ccoip_ss_slot_t *s = ccoip_ss_find(slots, nslots, r->fetch[i].name);
