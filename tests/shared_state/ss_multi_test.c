@@ -6,9 +6,14 @@
  *      all three: exact bytes, every distributor serves B, and B's time against A's (same run).
  *   2. Both fetch again from all three; distributor 0 is killed mid-fetch: both finish in that
  *      call, exact, from distributors 1 and 2.
+ *   3. A's tensors are zeroed again; it fetches from distributors 1, 2 and B; distributor 1 is
+ *      SIGSTOPped mid-fetch: after PCCL_SS_TIMEOUT_MS (2 s here) without a byte its range moves
+ *      to the others and A finishes in that call (distributor 1 is continued then, so that the
+ *      master's DONE comes).
  * Serving is capped per connection (PCCL_SS_MAX_SEND_MBPS) so that the distributors' shares show
  * and the kill lands mid-fetch (the newcomer's first progress line, after 1 s, triggers it).
  * Usage: ss_multi_test PCCL_MASTER SS_PEER */
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -114,11 +119,40 @@ static void kill_mid_fetch(h_proc_t **p, const char *log_a, const char *log_b) {
     CHECK(count_lines(log_a, "its ranges go to the others") + count_lines(log_b, "its ranges go to the others") > 0);
 }
 
+/* Phase 3: distributor 1 stalls while A fetches from 1, 2 and B. */
+static void stall_mid_fetch(h_proc_t **p, const char *log_a) {
+    char line[256];
+    unsigned long long total = total_bytes();
+    set_odd(p[3], 0);
+    for (int i = 1; i < 5; i++) ss_cmd(p[i], line, sizeof line, "bump");
+    int seen = count_lines(log_a, "shared state: received");
+    int moved = count_lines(log_a, "its ranges go to the others");
+    for (int i = 1; i < 5; i++) REQUIRE(h_send(p[i], "sync 0"));
+    REQUIRE(h_await_log(log_a, "shared state: received", seen + 1, SS_T));
+    h_kill(p[1], SIGSTOP);
+    bool stalled = h_await_log(log_a, "its ranges go to the others", moved + 1, SS_T);
+    h_kill(p[1], SIGCONT);
+    CHECK(stalled);
+    ss_sync_t r[5];
+    for (int i = 1; i < 5; i++) {
+        REQUIRE(h_read_line(p[i], line, sizeof line, SS_T));
+        sscanf(line, "sync %d %llu %llu %llu %llu", &r[i].result, &r[i].revision, &r[i].tx, &r[i].rx, &r[i].ms);
+        CHECK_EQ_U64(r[i].result, 0);
+        CHECK_EQ_U64(r[i].revision, 3);
+        CHECK_EQ_U64(r[i].rx, i == 3 ? r[i].rx : 0);
+    }
+    CHECK(r[3].rx >= total);
+    CHECK_EQ_U64(ss_cmd(p[3], line, sizeof line, "check 5"), 0);
+    CHECK(ss_same_hash(p + 1, 4));
+    fprintf(stderr, "ss_multi_test: newcomer A finished in %llu ms despite a stalled distributor\n", r[3].ms);
+}
+
 int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(150);
     setenv("PCCL_SS_MAX_SEND_MBPS", MBPS, 1);
     setenv("PCCL_SS_RANGE_BYTES", "1048576", 1);
+    setenv("PCCL_SS_TIMEOUT_MS", "2000", 1); /* a stalled distributor is dropped after 2 s (phase 3) */
     setenv("PCCL_LOG_LEVEL", "info", 1);
     char log_a[512], log_b[512];
     const char *tmp = getenv("TEST_TMPDIR");
@@ -139,6 +173,7 @@ int main(int argc, char **argv) {
 
     one_versus_three(p, log_a, log_b);
     kill_mid_fetch(p, log_a, log_b);
+    stall_mid_fetch(p, log_a);
 
     for (int i = 1; i < 5; i++) ss_quit(p[i]);
     h_kill(&m, 15);
