@@ -21,6 +21,7 @@
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_resume.h"
 #include "log/log.h"
 #include "threadpark/threadpark.h"
 
@@ -55,11 +56,14 @@ struct ccoip_peer_ss_t {
     worker_t *workers[MAX_WORKERS];
     int nworkers;
     _Atomic uint64_t tx;
+    ccoip_ss_resume_t *resume; /* the API thread's only */
 };
 
 uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->listener.port; }
 
 int64_t ccoip_ss_stall_ms(const pcclComm_t *comm) { return comm->ss->stall_ms; }
+
+ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm) { return &comm->ss->resume; }
 
 static int by_slot_name(const void *key, const void *elem) {
     return strcmp((const char *) key, ((const ccoip_ss_slot_t *) elem)->name);
@@ -368,6 +372,7 @@ void ccoip_ss_stop(pcclComm_t *comm) {
     if (ss == NULL) return;
     ccoip_listener_stop(&ss->listener);
     ccoip_ss_serve_end(comm);
+    ccoip_ss_resume_free(ss->resume);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
     comm->ss = NULL;

@@ -52,5 +52,8 @@ typedef struct ccoip_ss_piece_t {
 const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
 /* PCCL_SS_TIMEOUT_MS: no byte for this long fails a transfer. */
 int64_t ccoip_ss_stall_ms(const pcclComm_t *comm);
+/* What the last failed fetch had received (ccoip_ss_resume.h), kept for the retry; freed by
+ * ccoip_ss_stop. */
+struct ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm);
 
 #endif /* CCOIP_PEER_SHARED_H */

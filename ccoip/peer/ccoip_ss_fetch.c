@@ -23,6 +23,7 @@
 #include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_resume.h"
 #include "cuda/cuda_table.h"
 #include "log/log.h"
 
@@ -41,6 +42,8 @@ typedef struct unit_t {
     uint32_t first, n; /* pieces */
     uint64_t mask;     /* the distributors (bits: RESULT source indices) that may serve it */
     uint8_t state;
+    bool split;        /* one range of a tensor cut into ranges */
+    uint32_t fetch;    /* the RESULT's fetch of its first piece */
 } unit_t;
 
 struct plan_t;
@@ -71,6 +74,8 @@ typedef struct plan_t {
     pcclResult_t res; /* the first failure */
     int64_t stall_ms;
     uint32_t max_sources; /* PCCL_SS_MAX_SOURCES */
+    const ccoip_ss_result_t *r;
+    uint64_t kept; /* bytes a failed fetch before had received and that still match */
 } plan_t;
 
 /* ---- the plan ---- */
@@ -96,13 +101,14 @@ static uint64_t fetch_mask(const ccoip_ss_result_t *r, const ccoip_ss_fetch_t *f
     return mask;
 }
 
-/* Appends a piece; opens a unit for it unless `join` (the last unit takes it). */
-static void add_piece(plan_t *pl, const ccoip_ss_slot_t *s, uint64_t off, uint64_t len, uint64_t mask, bool join) {
+/* Appends a piece of fetch f; opens a unit for it unless `join` (the last unit takes it). */
+static void add_piece(plan_t *pl, uint32_t f, const ccoip_ss_slot_t *s, uint64_t off, uint64_t len, uint64_t mask,
+                      bool join) {
     pl->pieces[pl->npieces] = (ccoip_ss_piece_t){s, off, len};
     if (join) {
         pl->units[pl->nunits - 1].n++;
     } else {
-        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_TODO};
+        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_TODO, s->bytes >= pl->range, f};
     }
     pl->npieces++;
     pl->total += len;
@@ -157,13 +163,13 @@ static pcclResult_t plan_build(plan_t *pl, const ccoip_ss_result_t *r, const cco
         if (s->bytes == 0) continue;
         if (s->bytes >= pl->range) { /* a large tensor: ranges of its own */
             for (uint64_t off = 0; off < s->bytes; off += pl->range)
-                add_piece(pl, s, off, s->bytes - off < pl->range ? s->bytes - off : pl->range, mask, false);
+                add_piece(pl, i, s, off, s->bytes - off < pl->range ? s->bytes - off : pl->range, mask, false);
             open = false;
             continue;
         }
         bool join = open && open_mask == mask && open_bytes + s->bytes <= pl->range &&
                     pl->units[pl->nunits - 1].n < UNIT_PIECES;
-        add_piece(pl, s, 0, s->bytes, mask, join);
+        add_piece(pl, i, s, 0, s->bytes, mask, join);
         open_bytes = join ? open_bytes + s->bytes : s->bytes;
         open_mask = mask;
         open = true;
@@ -373,6 +379,45 @@ static void *source_main(void *arg) {
     return NULL;
 }
 
+/* ---- what a failed fetch before had received (ccoip_ss_resume.h) ---- */
+
+/* Marks done the ranges a failed fetch of the same content received and the user's memory still
+ * holds; the record is used up either way. */
+static void apply_resume(plan_t *pl) {
+    ccoip_ss_resume_t **rec = ccoip_ss_resume_of(pl->comm);
+    uint32_t kept = 0;
+    for (uint32_t u = 0; *rec != NULL && u < pl->nunits; u++) {
+        unit_t *x = &pl->units[u];
+        if (!x->split || !ccoip_ss_resume_has(*rec, &pl->r->fetch[x->fetch], &pl->pieces[x->first], pl->range)) continue;
+        x->state = U_DONE;
+        pl->ndone++;
+        pl->kept += pl->pieces[x->first].len;
+        kept++;
+    }
+    ccoip_ss_resume_free(*rec);
+    *rec = NULL;
+    if (kept > 0)
+        LOG_INFO(MOD, "shared state: %u ranges (%.1f MiB) that the failed fetch before received still match: not "
+                      "fetched again", (unsigned) kept, (double) pl->kept / 1048576.0);
+}
+
+/* After a failure: remembers the ranges received of host tensors that did not arrive whole. */
+static void record_resume(plan_t *pl) {
+    bool *partial = calloc(pl->r->nfetch + 1, sizeof *partial);
+    if (partial == NULL) return;
+    for (uint32_t u = 0; u < pl->nunits; u++)
+        if (pl->units[u].split && pl->units[u].state != U_DONE) partial[pl->units[u].fetch] = true;
+    ccoip_ss_resume_t **rec = ccoip_ss_resume_of(pl->comm);
+    for (uint32_t u = 0; u < pl->nunits; u++) {
+        const unit_t *x = &pl->units[u];
+        const ccoip_ss_piece_t *pc = &pl->pieces[x->first];
+        if (!x->split || x->state != U_DONE || !partial[x->fetch] || pc->slot->device) continue;
+        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], pc, pl->range)) break;
+    }
+    ccoip_ss_resume_seal(*rec);
+    free(partial);
+}
+
 /* ---- the call ---- */
 
 static void run_sources(plan_t *pl) {
@@ -414,8 +459,11 @@ pcclResult_t ccoip_ss_fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, co
         if (s != NULL && f->nsrc > 0 && f->src[0].index < r->nsources)
             ev[i] = ccoip_prof_tensor(&comm->prof, comm->prof_api, s->name, s->bytes, r->sources[f->src[0].index].uuid.b);
     }
-    if (plan_build(pl, r, slots, nslots) == pcclSuccess && pl->nunits > 0) run_sources(pl);
+    pl->r = r;
+    if (plan_build(pl, r, slots, nslots) == pcclSuccess) apply_resume(pl);
+    if (pl->res == pcclSuccess && pl->ndone < pl->nunits) run_sources(pl);
     pcclResult_t res = pl->ndone == pl->nunits ? pl->res : fail(pl, pcclRankConnectionLost);
+    if (res != pcclSuccess && pl->nunits > 0) record_resume(pl);
     for (uint32_t i = 0; ev != NULL && i < r->nfetch; i++)
         if (ev[i] != NULL) ccoip_prof_tensor_end(&comm->prof, ev[i], res == pcclSuccess);
     *rx += atomic_load(&pl->rx);
