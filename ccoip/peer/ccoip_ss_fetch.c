@@ -381,6 +381,10 @@ static void *source_main(void *arg) {
 
 /* ---- what a failed fetch before had received (ccoip_ss_resume.h) ---- */
 
+static ccoip_ss_span_t span_of(const plan_t *pl, const ccoip_ss_piece_t *pc) {
+    return (ccoip_ss_span_t){pc->slot->data, pc->slot->bytes, pl->range, pc->off, pc->len};
+}
+
 /* Marks done the ranges a failed fetch of the same content received and the user's memory still
  * holds; the record is used up either way. */
 static void apply_resume(plan_t *pl) {
@@ -388,7 +392,9 @@ static void apply_resume(plan_t *pl) {
     uint32_t kept = 0;
     for (uint32_t u = 0; *rec != NULL && u < pl->nunits; u++) {
         unit_t *x = &pl->units[u];
-        if (!x->split || !ccoip_ss_resume_has(*rec, &pl->r->fetch[x->fetch], &pl->pieces[x->first], pl->range)) continue;
+        if (!x->split || pl->pieces[x->first].slot->device) continue;
+        ccoip_ss_span_t sp = span_of(pl, &pl->pieces[x->first]);
+        if (!ccoip_ss_resume_has(*rec, &pl->r->fetch[x->fetch], &sp)) continue;
         x->state = U_DONE;
         pl->ndone++;
         pl->kept += pl->pieces[x->first].len;
@@ -412,7 +418,8 @@ static void record_resume(plan_t *pl) {
         const unit_t *x = &pl->units[u];
         const ccoip_ss_piece_t *pc = &pl->pieces[x->first];
         if (!x->split || x->state != U_DONE || !partial[x->fetch] || pc->slot->device) continue;
-        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], pc, pl->range)) break;
+        ccoip_ss_span_t sp = span_of(pl, pc);
+        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp)) break;
     }
     ccoip_ss_resume_seal(*rec);
     free(partial);

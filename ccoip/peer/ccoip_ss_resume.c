@@ -20,7 +20,7 @@ struct ccoip_ss_resume_t {
     size_t n, cap;
 };
 
-bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_piece_t *pc, uint64_t range) {
+bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp) {
     if (*r == NULL && (*r = calloc(1, sizeof **r)) == NULL) return false;
     ccoip_ss_resume_t *x = *r;
     if (x->n == x->cap) {
@@ -32,8 +32,8 @@ bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const
     }
     char *name = strdup(f->name);
     if (name == NULL) return false;
-    x->e[x->n++] = (entry_t){name, f->hash, f->hash_kind, pc->slot->bytes, range, pc->off, pc->len,
-                             hash_xxh3((const uint8_t *) pc->slot->data + pc->off, (size_t) pc->len)};
+    x->e[x->n++] = (entry_t){name, f->hash, f->hash_kind, sp->bytes, sp->range, sp->off, sp->len,
+                             hash_xxh3((const uint8_t *) sp->data + sp->off, (size_t) sp->len)};
     return true;
 }
 
@@ -48,15 +48,14 @@ void ccoip_ss_resume_seal(ccoip_ss_resume_t *r) {
     if (r != NULL && r->n > 1) qsort(r->e, r->n, sizeof *r->e, cmp_entry);
 }
 
-bool ccoip_ss_resume_has(const ccoip_ss_resume_t *r, const ccoip_ss_fetch_t *f, const ccoip_ss_piece_t *pc,
-                         uint64_t range) {
-    if (r == NULL || pc->slot->device) return false;
-    entry_t key = {(char *) f->name, 0, 0, 0, 0, pc->off, 0, 0};
+bool ccoip_ss_resume_has(const ccoip_ss_resume_t *r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp) {
+    if (r == NULL) return false;
+    entry_t key = {(char *) f->name, 0, 0, 0, 0, sp->off, 0, 0};
     const entry_t *e = bsearch(&key, r->e, r->n, sizeof *r->e, cmp_entry);
-    if (e == NULL || e->elected != f->hash || e->kind != f->hash_kind || e->bytes != pc->slot->bytes ||
-        e->range != range || e->len != pc->len)
+    if (e == NULL || e->elected != f->hash || e->kind != f->hash_kind || e->bytes != sp->bytes ||
+        e->range != sp->range || e->len != sp->len)
         return false;
-    return hash_xxh3((const uint8_t *) pc->slot->data + pc->off, (size_t) pc->len) == e->xxh;
+    return hash_xxh3((const uint8_t *) sp->data + sp->off, (size_t) sp->len) == e->xxh;
 }
 
 void ccoip_ss_resume_free(ccoip_ss_resume_t *r) {

@@ -11,19 +11,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/wire/ccoip_packets.h"
 
 typedef struct ccoip_ss_resume_t ccoip_ss_resume_t;
 
-/* Remembers piece pc (a range of `range`-byte ranges of the tensor f names) with the hash of its
- * bytes; false when memory ran out (the range is then simply fetched again). */
-bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_piece_t *pc, uint64_t range);
+/* Bytes [off, off + len) of a host tensor of `bytes` bytes at `data`, cut in `range`-byte ranges. */
+typedef struct ccoip_ss_span_t {
+    const void *data;
+    uint64_t bytes, range, off, len;
+} ccoip_ss_span_t;
+
+/* Remembers span sp of the tensor f names with the hash of its bytes; false when memory ran out
+ * (the range is then simply fetched again). */
+bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp);
 /* Sorts what was added, for ccoip_ss_resume_has. */
 void ccoip_ss_resume_seal(ccoip_ss_resume_t *r);
-/* Whether piece pc was remembered for this content and its bytes still hash the same. */
-bool ccoip_ss_resume_has(const ccoip_ss_resume_t *r, const ccoip_ss_fetch_t *f, const ccoip_ss_piece_t *pc,
-                         uint64_t range);
+/* Whether span sp was remembered for this content and its bytes still hash the same. */
+bool ccoip_ss_resume_has(const ccoip_ss_resume_t *r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp);
 void ccoip_ss_resume_free(ccoip_ss_resume_t *r);
 
 #endif /* CCOIP_SS_RESUME_H */
