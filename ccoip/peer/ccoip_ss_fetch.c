@@ -66,6 +66,7 @@ typedef struct plan_t {
     ccoip_ss_piece_t *pieces;
     unit_t *units;
     uint32_t npieces, nunits, ndone;
+    uint32_t first_open; /* every unit before it is done */
     uint64_t alive; /* bit per source still usable */
     source_t src[CCOIP_SS_MAX_DISTRIBUTORS];
     uint32_t nsrc;
@@ -208,7 +209,7 @@ static int64_t take_unit(plan_t *pl, const source_t *s) {
     pthread_mutex_lock(&pl->lock);
     while (got < 0 && pl->res == pcclSuccess && pl->ndone < pl->nunits && (pl->alive & bit) != 0) {
         bool later = false;
-        for (uint32_t u = 0; u < pl->nunits; u++) {
+        for (uint32_t u = pl->first_open; u < pl->nunits; u++) {
             unit_t *x = &pl->units[u];
             if ((x->mask & bit) == 0 || x->state == U_DONE) continue;
             if (x->state == U_TODO) {
@@ -230,6 +231,7 @@ static void finish_unit(plan_t *pl, const source_t *s, int64_t u, bool ok) {
     pthread_mutex_lock(&pl->lock);
     if (u >= 0) pl->units[u].state = ok ? U_DONE : U_TODO;
     if (u >= 0 && ok) pl->ndone++;
+    while (pl->first_open < pl->nunits && pl->units[pl->first_open].state == U_DONE) pl->first_open++;
     if (!ok) {
         pl->alive &= ~(1ull << s->idx);
         check_orphans(pl);
@@ -400,6 +402,7 @@ static void apply_resume(plan_t *pl) {
         pl->kept += pl->pieces[x->first].len;
         kept++;
     }
+    while (pl->first_open < pl->nunits && pl->units[pl->first_open].state == U_DONE) pl->first_open++;
     ccoip_ss_resume_free(*rec);
     *rec = NULL;
     if (kept > 0)

@@ -12,9 +12,13 @@
  *      master's DONE comes).
  * Serving is capped per connection (PCCL_SS_MAX_SEND_MBPS) so that the distributors' shares show
  * and the kill lands mid-fetch (the newcomer's first progress line, after 1 s, triggers it).
- * Usage: ss_multi_test PCCL_MASTER SS_PEER */
+ * With a third argument "encrypt", every connection is encrypted (a run secret, PCCL_ENCRYPT and
+ * the master's --encrypt): ranges come sealed, many requests on one connection.
+ * Usage: ss_multi_test PCCL_MASTER SS_PEER [encrypt] */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "tests/shared_state/ss_util.h"
@@ -147,8 +151,19 @@ static void stall_mid_fetch(h_proc_t **p, const char *log_a) {
     fprintf(stderr, "ss_multi_test: newcomer A finished in %llu ms despite a stalled distributor\n", r[3].ms);
 }
 
+/* A run secret in a file of mode 0600; the peers' environment encrypts. */
+static void encrypt_all(const char *dir, char *path, size_t n) {
+    snprintf(path, n, "%s/run.secret", dir);
+    const char *secret = "ss_multi_test secret, long enough";
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0 && write(fd, secret, strlen(secret)) == (ssize_t) strlen(secret));
+    close(fd);
+    setenv("PCCL_SECRET_FILE", path, 1);
+    setenv("PCCL_ENCRYPT", "1", 1);
+}
+
 int main(int argc, char **argv) {
-    REQUIRE(argc == 3);
+    REQUIRE(argc == 3 || (argc == 4 && strcmp(argv[3], "encrypt") == 0));
     h_init(150);
     setenv("PCCL_SS_MAX_SEND_MBPS", MBPS, 1);
     setenv("PCCL_SS_RANGE_BYTES", "1048576", 1);
@@ -159,7 +174,10 @@ int main(int argc, char **argv) {
     snprintf(log_a, sizeof log_a, "%s/newcomer_a.log", tmp != NULL ? tmp : "/tmp");
     snprintf(log_b, sizeof log_b, "%s/newcomer_b.log", tmp != NULL ? tmp : "/tmp");
     h_proc_t m, peer[5];
-    int port = h_start_master(&m, argv[1], NULL);
+    char secret[512];
+    const char *margs[] = {"--secret-file", secret, "--encrypt", NULL};
+    if (argc == 4) encrypt_all(tmp != NULL ? tmp : "/tmp", secret, sizeof secret);
+    int port = h_start_master(&m, argv[1], argc == 4 ? margs : NULL);
     REQUIRE(port > 0);
     ss_start_peers(peer, 3, argv[2], port);
     h_stderr_path = log_a;
