@@ -380,7 +380,9 @@ void ccoip_ss_stop(pcclComm_t *comm) {
 
 void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n) {
     ccoip_peer_ss_t *ss = comm->ss;
+    int64_t rate = ccoip_env_num("PCCL_SS_MAX_SEND_MBPS", 0) * 1000000; /* read at each sync */
     pthread_mutex_lock(&ss->lock);
+    ss->rate = rate;
     ss->serving = true;
     ss->slots = slots;
     ss->nslots = n;

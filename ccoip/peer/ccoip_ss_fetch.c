@@ -32,6 +32,7 @@
 #define CHUNK ((size_t) 8 << 20)             /* bytes per receive call, and the staging size */
 #define UNIT_PIECES 64u                      /* small tensors in one request */
 #define MIN_RANGE ((uint64_t) 64 << 10)
+#define STEAL_MS 500 /* a range in flight is fetched again no sooner than this (see victim_for) */
 #define DEFAULT_RANGE ((uint64_t) 8 << 20)   /* PCCL_SS_RANGE_BYTES */
 #define PROGRESS_BYTES ((uint64_t) 64 << 20) /* fetches above this log progress lines */
 #define PROGRESS_MS 1000
@@ -43,7 +44,11 @@ typedef struct unit_t {
     uint64_t mask;     /* the distributors (bits: RESULT source indices) that may serve it */
     uint8_t state;
     bool split;        /* one range of a tensor cut into ranges */
+    bool host;         /* every piece in host memory (a thief may fetch it again) */
+    int8_t owner;      /* the source fetching it into the tensors, -1: none */
+    int8_t thief;      /* the source fetching it again into a buffer of its own, -1: none */
     uint32_t fetch;    /* the RESULT's fetch of its first piece */
+    int64_t since;     /* ms: when its owner took it */
 } unit_t;
 
 struct plan_t;
@@ -55,8 +60,10 @@ typedef struct source_t {
     pthread_t thread;
     bool started;
     char name[80];
-    uint64_t rx; /* bytes received from it */
+    _Atomic uint64_t rx; /* bytes received from it */
     int64_t t0, last_log;
+    int fd;    /* under the plan's lock: -1 before the connection and after its close */
+    bool busy; /* under the plan's lock: a unit in flight */
 } source_t;
 
 typedef struct plan_t {
@@ -109,8 +116,9 @@ static void add_piece(plan_t *pl, uint32_t f, const ccoip_ss_slot_t *s, uint64_t
     if (join) {
         pl->units[pl->nunits - 1].n++;
     } else {
-        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_TODO, s->bytes >= pl->range, f};
+        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_TODO, s->bytes >= pl->range, true, -1, -1, f, 0};
     }
+    pl->units[pl->nunits - 1].host &= !s->device;
     pl->npieces++;
     pl->total += len;
 }
@@ -182,6 +190,7 @@ static pcclResult_t plan_build(plan_t *pl, const ccoip_ss_result_t *r, const cco
         s->plan = pl;
         s->at = &r->sources[k];
         s->idx = k;
+        s->fd = -1;
         ccoip_socket_address_t a = {s->at->addr, s->at->ss_port};
         ccoip_format_address(&a, s->name, sizeof s->name);
     }
@@ -202,10 +211,36 @@ static void check_orphans(plan_t *pl) {
     }
 }
 
-/* The next unit source s may fetch, marked busy; -1 when there is none, now or later. */
-static int64_t take_unit(plan_t *pl, const source_t *s) {
+static double rate_of(const source_t *s, int64_t now) {
+    return (double) atomic_load(&s->rx) / (double) (now - s->t0 > 0 ? now - s->t0 : 1);
+}
+
+static uint64_t unit_bytes(const plan_t *pl, const unit_t *x) {
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < x->n; i++) b += pl->pieces[x->first + i].len;
+    return b;
+}
+
+/* A unit in flight that source s should fetch again (endgame: nothing is left to take): its owner
+ * has had it for over twice as long as s would take for it at s's rate so far, plus STEAL_MS;
+ * -1: none. */
+static int64_t victim_for(plan_t *pl, const source_t *s) {
+    int64_t now = ccoip_now_ms();
+    double mine = rate_of(s, now); /* bytes per ms */
+    for (uint32_t u = pl->first_open; mine > 0 && u < pl->nunits; u++) {
+        const unit_t *x = &pl->units[u];
+        if ((x->mask & (1ull << s->idx)) == 0 || x->state != U_BUSY || !x->host || x->thief >= 0 || x->owner < 0) continue;
+        if ((double) (now - x->since) > 2.0 * (double) unit_bytes(pl, x) / mine + STEAL_MS) return u;
+    }
+    return -1;
+}
+
+/* The next unit source s may fetch, marked busy (*stolen: it is in flight elsewhere, fetch it
+ * into a buffer); -1 when there is none, now or later. */
+static int64_t take_unit(plan_t *pl, source_t *s, bool *stolen) {
     uint64_t bit = 1ull << s->idx;
     int64_t got = -1;
+    *stolen = false;
     pthread_mutex_lock(&pl->lock);
     while (got < 0 && pl->res == pcclSuccess && pl->ndone < pl->nunits && (pl->alive & bit) != 0) {
         bool later = false;
@@ -214,28 +249,79 @@ static int64_t take_unit(plan_t *pl, const source_t *s) {
             if ((x->mask & bit) == 0 || x->state == U_DONE) continue;
             if (x->state == U_TODO) {
                 x->state = U_BUSY;
+                x->owner = (int8_t) s->idx;
+                x->since = ccoip_now_ms();
                 got = u;
                 break;
             }
             later = true; /* in flight elsewhere: back to the pool if that distributor fails */
         }
+        if (got < 0 && (got = victim_for(pl, s)) >= 0) {
+            pl->units[got].thief = (int8_t) s->idx;
+            *stolen = true;
+        }
         if (got < 0 && !later) break;
-        if (got < 0) pthread_cond_wait(&pl->cv, &pl->lock);
+        if (got < 0) { /* woken by any unit's end; the rates change meanwhile: look again */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&pl->cv, &pl->lock, &ts);
+        }
     }
+    s->busy = got >= 0;
     pthread_mutex_unlock(&pl->lock);
     return got;
 }
 
-/* Unit u is done (ok), or goes back to the pool and source s is dropped. */
-static void finish_unit(plan_t *pl, const source_t *s, int64_t u, bool ok) {
-    pthread_mutex_lock(&pl->lock);
-    if (u >= 0) pl->units[u].state = ok ? U_DONE : U_TODO;
-    if (u >= 0 && ok) pl->ndone++;
+/* Under the lock, once every unit is done: connections still receiving (a copy that lost) are
+ * cut, so that the call does not wait for them. */
+static void unit_done(plan_t *pl, unit_t *x) {
+    x->state = U_DONE;
+    pl->ndone++;
     while (pl->first_open < pl->nunits && pl->units[pl->first_open].state == U_DONE) pl->first_open++;
-    if (!ok) {
+    for (uint32_t k = 0; pl->ndone == pl->nunits && k < pl->nsrc; k++)
+        if (pl->src[k].busy && pl->src[k].fd >= 0) ccoip_sock_shutdown(pl->src[k].fd);
+}
+
+/* Source s's fetch of unit u ended: done (ok), or s is dropped and the unit goes back to the
+ * pool (unless a thief fetches it; `stolen`: s was that thief). */
+static void finish_unit(plan_t *pl, source_t *s, int64_t u, bool ok, bool stolen) {
+    pthread_mutex_lock(&pl->lock);
+    s->busy = false;
+    unit_t *x = u >= 0 ? &pl->units[u] : NULL;
+    if (x != NULL && stolen) x->thief = -1;
+    if (x != NULL && !stolen) x->owner = -1;
+    if (x != NULL && ok && x->state != U_DONE) unit_done(pl, x);
+    if (x != NULL && !ok && x->state == U_BUSY && x->owner < 0 && x->thief < 0) x->state = U_TODO;
+    bool counts = ok || pl->ndone < pl->nunits; /* a copy cut after the end is no failure */
+    if (!ok && counts) {
         pl->alive &= ~(1ull << s->idx);
         check_orphans(pl);
     }
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->lock);
+}
+
+/* A thief's copy of unit x arrived in buf: unless the owner was first, its connection is cut, and
+ * once it has let go of the unit the copy goes into the tensors. */
+static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) {
+    pthread_mutex_lock(&pl->lock);
+    int held_by = x->owner;
+    if (x->state != U_DONE && x->owner >= 0 && pl->src[x->owner].fd >= 0) ccoip_sock_shutdown(pl->src[x->owner].fd);
+    while (x->state != U_DONE && x->owner >= 0) pthread_cond_wait(&pl->cv, &pl->lock);
+    if (x->state != U_DONE) {
+        for (uint32_t i = 0; i < x->n; i++) {
+            const ccoip_ss_piece_t *pc = &pl->pieces[x->first + i];
+            memcpy((uint8_t *) pc->slot->data + pc->off, buf, (size_t) pc->len);
+            buf += pc->len;
+        }
+        LOG_INFO(MOD, "shared state: a range held up by %s came from %s first", held_by >= 0 ? pl->src[held_by].name : "?",
+                 s->name);
+        unit_done(pl, x);
+    }
+    x->thief = -1;
+    s->busy = false;
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->lock);
 }
@@ -283,14 +369,16 @@ static void count_rx(source_t *s, uint64_t n) {
              (double) pl->total / 1048576.0);
 }
 
-/* The bytes of one piece, straight into host memory or through the staging buffer. */
-static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage) {
+/* The bytes of one piece, straight into host memory (or `into`, a thief's buffer) or through the
+ * staging buffer. */
+static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
+                                 uint8_t *into) {
     const cuda_table_t *cu = pc->slot->device ? cuda_table() : NULL;
     if (pc->slot->device && cu == NULL) return CCOIP_ERR_INVALID;
     if (pc->slot->device && *stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
     for (uint64_t off = 0; off < pc->len;) {
         size_t k = pc->len - off < CHUNK ? (size_t) (pc->len - off) : CHUNK;
-        uint8_t *dst = (uint8_t *) pc->slot->data + pc->off + off;
+        uint8_t *dst = into != NULL ? into + off : (uint8_t *) pc->slot->data + pc->off + off;
         ccoip_status_t st = ccoip_sealed_read(in, cu != NULL ? *stage : dst, k, ccoip_now_ms() + s->plan->stall_ms);
         if (st != CCOIP_OK) return st;
         cuda_status_t cs = cu != NULL ? cu->memcpy_h2d(dst, *stage, k, NULL) : CUDA_OK;
@@ -322,8 +410,10 @@ static ccoip_status_t check_header(const ccoip_packet_t *p, const ccoip_ss_piece
     return CCOIP_ERR_INVALID;
 }
 
-/* One request: unit u's ranges, their header, their bytes. */
-static ccoip_status_t fetch_unit(source_t *s, int fd, ccoip_sealed_t *in, const unit_t *u, uint8_t **stage) {
+/* One request: unit u's ranges, their header, their bytes (into the tensors, or one after another
+ * into `into`). */
+static ccoip_status_t fetch_unit(source_t *s, int fd, ccoip_sealed_t *in, const unit_t *u, uint8_t **stage,
+                                 uint8_t *into) {
     plan_t *pl = s->plan;
     const ccoip_ss_piece_t *pc = &pl->pieces[u->first];
     ccoip_ss_range_t rg[UNIT_PIECES];
@@ -341,8 +431,28 @@ static ccoip_status_t fetch_unit(source_t *s, int fd, ccoip_sealed_t *in, const 
     }
     st = check_header(&p, pc, u->n, s->name);
     ccoip_packet_free(&p);
-    for (uint32_t i = 0; i < u->n && st == CCOIP_OK; i++) st = recv_piece(s, in, &pc[i], stage);
+    for (uint32_t i = 0; i < u->n && st == CCOIP_OK; i++) {
+        st = recv_piece(s, in, &pc[i], stage, into);
+        if (into != NULL) into += pc[i].len;
+    }
     return st;
+}
+
+/* One unit taken by source s: fetched, then done, landed (a thief's copy) or given back. */
+static bool run_unit(source_t *s, int fd, ccoip_sealed_t *in, int64_t u, bool stolen, uint8_t **stage, uint8_t **buf) {
+    plan_t *pl = s->plan;
+    unit_t *x = &pl->units[u];
+    if (stolen && *buf == NULL && (*buf = malloc(pl->range)) == NULL) {
+        finish_unit(pl, s, u, false, true);
+        return false;
+    }
+    ccoip_status_t st = fetch_unit(s, fd, in, x, stage, stolen ? *buf : NULL);
+    if (st != CCOIP_OK)
+        LOG_WARN(MOD, "shared state: receiving from distributor %s failed (%s): its ranges go to the others", s->name,
+                 st == CCOIP_ERR_CLOSED ? "it closed the connection, died?" : ccoip_status_str(st));
+    if (st == CCOIP_OK && stolen) land_stolen(pl, s, x, *buf);
+    else finish_unit(pl, s, u, st == CCOIP_OK, stolen);
+    return st == CCOIP_OK;
 }
 
 static void *source_main(void *arg) {
@@ -356,26 +466,27 @@ static void *source_main(void *arg) {
     ccoip_sealed_t in;
     bool ok = fd >= 0 && ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
     if (!ok) {
-        finish_unit(pl, s, -1, false);
+        finish_unit(pl, s, -1, false, false);
         if (fd >= 0) ccoip_sock_close(fd);
         return NULL;
     }
-    uint8_t *stage = NULL;
-    for (int64_t u; ok && (u = take_unit(pl, s)) >= 0;) {
-        ccoip_status_t st = fetch_unit(s, fd, &in, &pl->units[u], &stage);
-        ok = st == CCOIP_OK;
-        if (!ok)
-            LOG_WARN(MOD, "shared state: receiving from distributor %s failed (%s): its ranges go to the others",
-                     s->name, st == CCOIP_ERR_CLOSED ? "it closed the connection, died?" : ccoip_status_str(st));
-        finish_unit(pl, s, u, ok);
-    }
+    pthread_mutex_lock(&pl->lock);
+    s->fd = fd;
+    pthread_mutex_unlock(&pl->lock);
+    uint8_t *stage = NULL, *buf = NULL;
+    bool stolen;
+    for (int64_t u; ok && (u = take_unit(pl, s, &stolen)) >= 0;) ok = run_unit(s, fd, &in, u, stolen, &stage, &buf);
     if (ok) { /* an empty request: we are through with it (it may stop waiting for us) */
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_SS_REQUEST;
         ccoip_conn_send(fd, &p);
     }
+    pthread_mutex_lock(&pl->lock);
+    s->fd = -1; /* nobody shuts it down once closed (the number may be reused) */
+    pthread_mutex_unlock(&pl->lock);
     free(stage);
+    free(buf);
     ccoip_sealed_free(&in);
     ccoip_sock_close(fd);
     return NULL;
@@ -436,7 +547,7 @@ static void run_sources(plan_t *pl) {
         pl->src[k].started = pthread_create(&pl->src[k].thread, NULL, source_main, &pl->src[k]) == 0;
         if (!pl->src[k].started) {
             LOG_ERROR(MOD, "shared state: cannot start a thread to fetch from %s", pl->src[k].name);
-            finish_unit(pl, &pl->src[k], -1, false);
+            finish_unit(pl, &pl->src[k], -1, false, false);
         }
     }
     for (uint32_t k = 0; k < pl->nsrc; k++)

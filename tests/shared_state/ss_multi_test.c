@@ -10,6 +10,9 @@
  *      SIGSTOPped mid-fetch: after PCCL_SS_TIMEOUT_MS (2 s here) without a byte its range moves
  *      to the others and A finishes in that call (distributor 1 is continued then, so that the
  *      master's DONE comes).
+ *   4. A's tensors are zeroed again; distributor 2 serves at 1 MB/s (PCCL_SS_MAX_SEND_MBPS, read
+ *      at each sync), 1 and B at 16: the slow one's last range is fetched again by a fast one
+ *      (endgame) and A does not wait for it.
  * Serving is capped per connection (PCCL_SS_MAX_SEND_MBPS) so that the distributors' shares show
  * and the kill lands mid-fetch (the newcomer's first progress line, after 1 s, triggers it).
  * With a third argument "encrypt", every connection is encrypted (a run secret, PCCL_ENCRYPT and
@@ -162,6 +165,30 @@ static void encrypt_all(const char *dir, char *path, size_t n) {
     setenv("PCCL_ENCRYPT", "1", 1);
 }
 
+/* Phase 4: distributor 2 is slow; its range in flight at the end comes from a fast one. */
+static void slow_distributor(h_proc_t **p, const char *log_a) {
+    char line[256];
+    unsigned long long total = total_bytes();
+    set_odd(p[3], 0);
+    REQUIRE(ss_cmd(p[2], line, sizeof line, "env PCCL_SS_MAX_SEND_MBPS 1") == 0);
+    for (int i = 1; i < 5; i++)
+        if (i != 3) ss_cmd(p[i], line, sizeof line, "bump");
+    int stolen = count_lines(log_a, "came from");
+    h_proc_t *q[4] = {p[1], p[2], p[3], p[4]};
+    ss_sync_t r[4];
+    ss_sync_all(q, 4, NULL, r);
+    for (int i = 0; i < 4; i++) CHECK_EQ_U64(r[i].result, 0);
+    CHECK(r[2].rx >= total);
+    CHECK_EQ_U64(ss_cmd(p[3], line, sizeof line, "check 5"), 0);
+    CHECK(ss_same_hash(q, 4));
+    CHECK(count_lines(log_a, "came from") > stolen);
+    long long ms = fetch_ms(log_a);
+    /* 1 and B give 32 MB/s; waiting for a 1 MiB range at 1 MB/s would add about a second. */
+    fprintf(stderr, "ss_multi_test: with a distributor at 1 MB/s (the others 16): fetched in %lld ms (%.0f ms at 32 MB/s), "
+                    "%llu bytes received\n", ms, (double) total / 32e3, r[2].rx);
+    REQUIRE(ss_cmd(p[2], line, sizeof line, "env PCCL_SS_MAX_SEND_MBPS " MBPS) == 0);
+}
+
 int main(int argc, char **argv) {
     REQUIRE(argc == 3 || (argc == 4 && strcmp(argv[3], "encrypt") == 0));
     h_init(150);
@@ -192,6 +219,7 @@ int main(int argc, char **argv) {
     one_versus_three(p, log_a, log_b);
     kill_mid_fetch(p, log_a, log_b);
     stall_mid_fetch(p, log_a);
+    slow_distributor(p, log_a);
 
     for (int i = 1; i < 5; i++) ss_quit(p[i]);
     h_kill(&m, 15);
