@@ -135,8 +135,9 @@ static bool plan_alloc(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_sl
     return pl->pieces != NULL && pl->units != NULL;
 }
 
-/* The range size: PCCL_SS_RANGE_BYTES, or less for a small fetch, so that every distributor gets
- * some (a quarter of its share), and never below MIN_RANGE. */
+/* The range size: PCCL_SS_RANGE_BYTES when set (at least MIN_RANGE); unset, DEFAULT_RANGE or less
+ * for a small fetch, so that every distributor gets some (a quarter of its share), never below
+ * MIN_RANGE. */
 static void plan_limits(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t nslots) {
     int64_t most = ccoip_env_num("PCCL_SS_MAX_SOURCES", CCOIP_SS_MAX_SOURCES);
     pl->max_sources = most < 1 ? 1 : (uint32_t) (most > CCOIP_SS_MAX_SOURCES ? CCOIP_SS_MAX_SOURCES : most);
@@ -148,7 +149,7 @@ static void plan_limits(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_s
     }
     uint64_t share = total / (4 * (uint64_t) (r->nsources > 0 ? r->nsources : 1));
     pl->range = want < (int64_t) MIN_RANGE ? MIN_RANGE : (uint64_t) want;
-    if (share < pl->range) pl->range = share < MIN_RANGE ? MIN_RANGE : share;
+    if (getenv("PCCL_SS_RANGE_BYTES") == NULL && share < pl->range) pl->range = share < MIN_RANGE ? MIN_RANGE : share;
 }
 
 /* The pieces and units of the RESULT's fetches, and the distributors they name. */
