@@ -29,7 +29,10 @@
 
 #define MOD "ccoip-ss"
 #define HANDSHAKE_MS 2000
-#define CHUNK ((size_t) 8 << 20)             /* bytes per receive call, and the staging size */
+#define CHUNK ((size_t) 8 << 20)             /* the staging size */
+/* Bytes per receive call: each gets PCCL_SS_TIMEOUT_MS, so that a slow distributor that keeps
+ * sending is not taken for a stalled one. */
+#define READ_STEP ((size_t) 256 << 10)
 #define UNIT_PIECES 64u                      /* small tensors in one request */
 #define MIN_RANGE ((uint64_t) 64 << 10)
 #define STEAL_MS 500 /* a range in flight is fetched again no sooner than this (see victim_for) */
@@ -82,6 +85,7 @@ typedef struct plan_t {
     pcclResult_t res; /* the first failure */
     int64_t stall_ms;
     uint32_t max_sources; /* PCCL_SS_MAX_SOURCES */
+    bool endgame;         /* PCCL_SS_ENDGAME */
     const ccoip_ss_result_t *r;
     uint64_t kept; /* bytes a failed fetch before had received and that still match */
 } plan_t;
@@ -141,6 +145,8 @@ static bool plan_alloc(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_sl
 static void plan_limits(plan_t *pl, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t nslots) {
     int64_t most = ccoip_env_num("PCCL_SS_MAX_SOURCES", CCOIP_SS_MAX_SOURCES);
     pl->max_sources = most < 1 ? 1 : (uint32_t) (most > CCOIP_SS_MAX_SOURCES ? CCOIP_SS_MAX_SOURCES : most);
+    const char *endgame = getenv("PCCL_SS_ENDGAME"); /* "0": off (ccoip_env_num takes only positive numbers) */
+    pl->endgame = endgame == NULL || strcmp(endgame, "0") != 0;
     int64_t want = ccoip_env_num("PCCL_SS_RANGE_BYTES", (int64_t) DEFAULT_RANGE);
     uint64_t total = 0;
     for (uint32_t i = 0; i < r->nfetch; i++) {
@@ -257,7 +263,7 @@ static int64_t take_unit(plan_t *pl, source_t *s, bool *stolen) {
             }
             later = true; /* in flight elsewhere: back to the pool if that distributor fails */
         }
-        if (got < 0 && (got = victim_for(pl, s)) >= 0) {
+        if (got < 0 && pl->endgame && (got = victim_for(pl, s)) >= 0) {
             pl->units[got].thief = (int8_t) s->idx;
             *stolen = true;
         }
@@ -378,7 +384,7 @@ static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss
     if (pc->slot->device && cu == NULL) return CCOIP_ERR_INVALID;
     if (pc->slot->device && *stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
     for (uint64_t off = 0; off < pc->len;) {
-        size_t k = pc->len - off < CHUNK ? (size_t) (pc->len - off) : CHUNK;
+        size_t k = pc->len - off < READ_STEP ? (size_t) (pc->len - off) : READ_STEP;
         uint8_t *dst = into != NULL ? into + off : (uint8_t *) pc->slot->data + pc->off + off;
         ccoip_status_t st = ccoip_sealed_read(in, cu != NULL ? *stage : dst, k, ccoip_now_ms() + s->plan->stall_ms);
         if (st != CCOIP_OK) return st;

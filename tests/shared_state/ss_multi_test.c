@@ -11,8 +11,8 @@
  *      to the others and A finishes in that call (distributor 1 is continued then, so that the
  *      master's DONE comes).
  *   4. A's tensors are zeroed again; distributor 2 serves at 1 MB/s (PCCL_SS_MAX_SEND_MBPS, read
- *      at each sync), 1 and B at 16: the slow one's last range is fetched again by a fast one
- *      (endgame) and A does not wait for it.
+ *      at each sync), 1 and B at 16, ranges of 4 MiB: the slow one's range is fetched again by a
+ *      fast one (endgame) and A does not wait for it.
  * Serving is capped per connection (PCCL_SS_MAX_SEND_MBPS) so that the distributors' shares show
  * and the kill lands mid-fetch (the newcomer's first progress line, after 1 s, triggers it).
  * With a third argument "encrypt", every connection is encrypted (a run secret, PCCL_ENCRYPT and
@@ -165,15 +165,15 @@ static void encrypt_all(const char *dir, char *path, size_t n) {
     setenv("PCCL_ENCRYPT", "1", 1);
 }
 
-/* Phase 4: distributor 2 is slow; its range in flight at the end comes from a fast one. */
-static void slow_distributor(h_proc_t **p, const char *log_a) {
+/* One round of phase 4: A's tensors zeroed, everyone syncs; A's fetch time. */
+static long long slow_round(h_proc_t **p, const char *log_a, bool endgame) {
     char line[256];
     unsigned long long total = total_bytes();
     set_odd(p[3], 0);
-    REQUIRE(ss_cmd(p[2], line, sizeof line, "env PCCL_SS_MAX_SEND_MBPS 1") == 0);
+    REQUIRE(ss_cmd(p[3], line, sizeof line, "env PCCL_SS_ENDGAME %d", endgame ? 1 : 0) == 0);
     for (int i = 1; i < 5; i++)
         if (i != 3) ss_cmd(p[i], line, sizeof line, "bump");
-    int stolen = count_lines(log_a, "came from");
+    int stolen = count_lines(log_a, "held up by");
     h_proc_t *q[4] = {p[1], p[2], p[3], p[4]};
     ss_sync_t r[4];
     ss_sync_all(q, 4, NULL, r);
@@ -181,12 +181,27 @@ static void slow_distributor(h_proc_t **p, const char *log_a) {
     CHECK(r[2].rx >= total);
     CHECK_EQ_U64(ss_cmd(p[3], line, sizeof line, "check 5"), 0);
     CHECK(ss_same_hash(q, 4));
-    CHECK(count_lines(log_a, "came from") > stolen);
-    long long ms = fetch_ms(log_a);
-    /* 1 and B give 32 MB/s; waiting for a 1 MiB range at 1 MB/s would add about a second. */
-    fprintf(stderr, "ss_multi_test: with a distributor at 1 MB/s (the others 16): fetched in %lld ms (%.0f ms at 32 MB/s), "
-                    "%llu bytes received\n", ms, (double) total / 32e3, r[2].rx);
+    CHECK(endgame ? count_lines(log_a, "held up by") > stolen : count_lines(log_a, "held up by") == stolen);
+    return fetch_ms(log_a);
+}
+
+/* Phase 4: distributor 2 is slow; with the endgame its range in flight at the end comes from a
+ * fast one, without it A waits for it (the same run's baseline). */
+static void slow_distributor(h_proc_t **p, const char *log_a) {
+    char line[256];
+    REQUIRE(ss_cmd(p[2], line, sizeof line, "env PCCL_SS_MAX_SEND_MBPS 1") == 0);
+    /* 4 MiB ranges: the slow one's first range (4 s) is surely in flight when the fast ones are
+     * through (about 2.7 s). */
+    REQUIRE(ss_cmd(p[3], line, sizeof line, "env PCCL_SS_RANGE_BYTES 4194304") == 0);
+    long long off = slow_round(p, log_a, false), on = slow_round(p, log_a, true);
+    /* 1 and B give 32 MB/s. */
+    fprintf(stderr, "ss_multi_test: with a distributor at 1 MB/s (the others 16): fetched in %lld ms with the endgame, "
+                    "%lld ms without (%.2fx; %.0f ms at 32 MB/s)\n", on, off, (double) off / (double) (on > 0 ? on : 1),
+            (double) total_bytes() / 32e3);
+    CHECK(on < off);
     REQUIRE(ss_cmd(p[2], line, sizeof line, "env PCCL_SS_MAX_SEND_MBPS " MBPS) == 0);
+    REQUIRE(ss_cmd(p[3], line, sizeof line, "env PCCL_SS_RANGE_BYTES 1048576") == 0);
+    REQUIRE(ss_cmd(p[3], line, sizeof line, "env PCCL_SS_ENDGAME -") == 0);
 }
 
 int main(int argc, char **argv) {
