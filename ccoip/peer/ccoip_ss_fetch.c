@@ -26,6 +26,7 @@
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "cuda/cuda_table.h"
 #include "log/log.h"
+#include "threadpark/monocond.h"
 
 #define MOD "ccoip-ss"
 #define HANDSHAKE_MS 2000
@@ -269,11 +270,9 @@ static int64_t take_unit(plan_t *pl, source_t *s, bool *stolen) {
         }
         if (got < 0 && !later) break;
         if (got < 0) { /* woken by any unit's end; the rates change meanwhile: look again */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&pl->cv, &pl->lock, &ts);
+            struct timespec deadline;
+            monocond_deadline(&deadline, 200 * 1000000LL);
+            monocond_timedwait(&pl->cv, &pl->lock, &deadline);
         }
     }
     s->busy = got >= 0;
@@ -579,7 +578,7 @@ pcclResult_t ccoip_ss_fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, co
     pl->stall_ms = ccoip_ss_stall_ms(comm);
     plan_limits(pl, r, slots, nslots);
     pthread_mutex_init(&pl->lock, NULL);
-    pthread_cond_init(&pl->cv, NULL);
+    monocond_init(&pl->cv);
     void **ev = comm->prof.mask != 0 ? calloc(r->nfetch, sizeof *ev) : NULL;
     for (uint32_t i = 0; ev != NULL && i < r->nfetch; i++) {
         const ccoip_ss_slot_t *s = ccoip_ss_find(slots, nslots, r->fetch[i].name);
