@@ -55,6 +55,16 @@ static void pattern(uint64_t *w, size_t words, uint64_t seed, size_t i) {
     for (size_t k = 0; k < words; k++) w[k] = base ^ (k * 0x9e3779b97f4a7c15ull);
 }
 
+/* setenv / unsetenv (NULL); Windows (the mixed tests build this client too) has _putenv_s, where
+ * an empty value unsets. */
+static int set_env(const char *name, const char *value) {
+#ifdef _WIN32
+    return _putenv_s(name, value == NULL ? "" : value);
+#else
+    return value == NULL ? unsetenv(name) : setenv(name, value, 1);
+#endif
+}
+
 static size_t bytes_of(size_t i) { return infos[i].count * (infos[i].datatype == pcclUint8 ? 1 : 4); }
 
 static int64_t now_ms(void) {
@@ -143,7 +153,7 @@ int main(int argc, char **argv) {
             state.count = ntensors;
             printf("tensors 0\n");
         } else if (sscanf(line, "env %63s %63s", env_name, env_value) == 2) {
-            int r = strcmp(env_value, "-") == 0 ? unsetenv(env_name) : setenv(env_name, env_value, 1);
+            int r = set_env(env_name, strcmp(env_value, "-") == 0 ? NULL : env_value);
             printf("env %d\n", r);
         } else if (strncmp(line, "odd ", 4) == 0 && set_odd(line)) {
             printf("odd 0\n");
