@@ -229,6 +229,16 @@ static uint64_t unit_bytes(const plan_t *pl, const unit_t *x) {
     return b;
 }
 
+/* Whether source k is the last one left for a unit not done other than x (then its connection
+ * must not be cut for x). */
+static bool needed_elsewhere(const plan_t *pl, int k, const unit_t *x) {
+    for (uint32_t u = pl->first_open; u < pl->nunits; u++) {
+        const unit_t *y = &pl->units[u];
+        if (y != x && y->state != U_DONE && (y->mask & pl->alive) == 1ull << k) return true;
+    }
+    return false;
+}
+
 /* A unit in flight that source s should fetch again (endgame: nothing is left to take): its owner
  * has had it for over twice as long as s would take for it at s's rate so far, plus STEAL_MS;
  * -1: none. */
@@ -238,7 +248,9 @@ static int64_t victim_for(plan_t *pl, const source_t *s) {
     for (uint32_t u = pl->first_open; mine > 0 && u < pl->nunits; u++) {
         const unit_t *x = &pl->units[u];
         if ((x->mask & (1ull << s->idx)) == 0 || x->state != U_BUSY || !x->host || x->thief >= 0 || x->owner < 0) continue;
-        if ((double) (now - x->since) > 2.0 * (double) unit_bytes(pl, x) / mine + STEAL_MS) return u;
+        if ((double) (now - x->since) > 2.0 * (double) unit_bytes(pl, x) / mine + STEAL_MS &&
+            !needed_elsewhere(pl, x->owner, x))
+            return u;
     }
     return -1;
 }
@@ -314,9 +326,10 @@ static void finish_unit(plan_t *pl, source_t *s, int64_t u, bool ok, bool stolen
 static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) {
     pthread_mutex_lock(&pl->lock);
     int held_by = x->owner;
-    if (x->state != U_DONE && x->owner >= 0 && pl->src[x->owner].fd >= 0) ccoip_sock_shutdown(pl->src[x->owner].fd);
-    while (x->state != U_DONE && x->owner >= 0) pthread_cond_wait(&pl->cv, &pl->lock);
-    if (x->state != U_DONE) {
+    bool keep = x->owner >= 0 && needed_elsewhere(pl, x->owner, x); /* then the copy is dropped */
+    if (!keep && x->state != U_DONE && x->owner >= 0 && pl->src[x->owner].fd >= 0) ccoip_sock_shutdown(pl->src[x->owner].fd);
+    while (!keep && x->state != U_DONE && x->owner >= 0) pthread_cond_wait(&pl->cv, &pl->lock);
+    if (!keep && x->state != U_DONE) {
         for (uint32_t i = 0; i < x->n; i++) {
             const ccoip_ss_piece_t *pc = &pl->pieces[x->first + i];
             memcpy((uint8_t *) pc->slot->data + pc->off, buf, (size_t) pc->len);
