@@ -255,7 +255,13 @@ static void assign_sources(member_t *m, size_t n, size_t i, uint32_t t, const cc
         who[f->nsrc] = k;
         f->src[f->nsrc++].index = (uint16_t) at;
     }
-    if (f->nsrc == 0) return; /* cannot happen: the winner holds it (and a table of 64 has room) */
+    if (f->nsrc == 0) { /* the winner holds it: only a full table of 64 distributors leaves none */
+        m[i].status = CCOIP_SS_FAILED;
+        m[i].detail = want->name;
+        LOG_WARN(MOD, "%s: no room for a distributor of tensor \"%s\" (it would fetch from over %u peers)", m[i].c->name,
+                 want->name, CCOIP_SS_MAX_DISTRIBUTORS);
+        return;
+    }
     for (uint32_t j = 0; j < f->nsrc; j++) {
         m[who[j]].load += tensor_bytes(want) / f->nsrc + (j == 0 ? tensor_bytes(want) % f->nsrc : 0);
         add_serve(&m[who[j]], m[i].c);
