@@ -124,7 +124,7 @@ CHECKS = [
     (ENV, r"`PCCL_SS_RANGE_BYTES` \| \d+ \(\d+ MiB\) \| bytes, >= (\d+) ", 1, FETCH, "MIN_RANGE"),
     (ENV, r"`PCCL_SS_MAX_SOURCES` \| (\d+) \|", 1, PACKETS, "CCOIP_SS_MAX_SOURCES"),
     (SS, r"`PCCL_SS_RANGE_BYTES` \(default (\d+) MiB", MIB, FETCH, "DEFAULT_RANGE"),
-    (SS, r"a quarter of a distributor's share, at\s+least (\d+) KiB", KIB, FETCH, "MIN_RANGE"),
+    (SS, r"a quarter of a distributor's share,\s+at least (\d+) KiB", KIB, FETCH, "MIN_RANGE"),
     (SS, r"up to a range's bytes, (\d+) tensors", 1, FETCH, "UNIT_PIECES"),
     (SS, r"A request carries at most (\d+) ranges", 1, PACKETS, "CCOIP_SS_MAX_RANGES"),
     (SS, r"a RESULT names at\s+most (\d+) distributors and (?:\d+) per tensor", 1, PACKETS, "CCOIP_SS_MAX_DISTRIBUTORS"),
