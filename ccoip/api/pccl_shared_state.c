@@ -10,6 +10,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_fetch.h"
 #include "ccoip/peer/ccoip_ss_hash.h"
 #include "ccoip/net/ccoip_socket.h"
 #include "ccoip/api/pccl_internal.h"
@@ -111,23 +112,12 @@ static bool await_master(pcclComm_t *comm, uint16_t type, ccoip_packet_t *out, b
     }
 }
 
-/* Fetches every tensor of the result, one connection per distributor, then re-hashes each. */
+/* Fetches every tensor of the result from all its distributors at once, in byte ranges
+ * (ccoip_ss_fetch.c), then re-hashes each. */
 static pcclResult_t fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, const ccoip_ss_slot_t *slots, size_t n,
                               uint64_t *rx) {
     if (r->nfetch == 0) return pcclSuccess;
-    const ccoip_ss_fetch_t **group = calloc(r->nfetch, sizeof *group);
-    bool *taken = calloc(r->nfetch, sizeof *taken);
-    pcclResult_t res = group == NULL || taken == NULL ? pcclInternalError : pcclSuccess;
-    for (uint32_t i = 0; i < r->nfetch && res == pcclSuccess; i++) {
-        if (taken[i]) continue;
-        uint32_t k = 0;
-        for (uint32_t j = i; j < r->nfetch; j++) {
-            if (taken[j] || memcmp(r->fetch[j].uuid.b, r->fetch[i].uuid.b, 16) != 0) continue;
-            taken[j] = true;
-            group[k++] = &r->fetch[j];
-        }
-        res = ccoip_ss_fetch(comm, group, k, slots, n, rx);
-    }
+    pcclResult_t res = ccoip_ss_fetch_all(comm, r, slots, n, rx);
     /* Re-hash what arrived, as many at a time as the hasher holds (a fetch names one of our n
      * tensors, so usually all at once). */
     ccoip_ss_hash_req_t *reqs = ccoip_ss_hasher_reqs(comm->ss_hasher);
@@ -154,8 +144,6 @@ static pcclResult_t fetch_all(pcclComm_t *comm, const ccoip_ss_result_t *r, cons
         }
         at += k;
     }
-    free(group);
-    free(taken);
     return res;
 }
 

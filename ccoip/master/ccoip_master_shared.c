@@ -133,6 +133,9 @@ typedef struct member_t {
     uint32_t nfetch;
     ccoip_ss_client_t *serve;
     uint32_t nserve;
+    ccoip_ss_src_t *src; /* CCOIP_SS_MAX_SOURCES per fetch */
+    ccoip_ss_source_t *sources;
+    uint32_t nsources;
 } member_t;
 
 static bool same_hash(const ccoip_ss_tensor_t *a, const ccoip_ss_tensor_t *b) {
@@ -224,6 +227,63 @@ static void add_serve(member_t *d, const ccoip_mclient_t *to) {
     d->serve[d->nserve++].uuid = to->uuid;
 }
 
+/* The index of holder k in receiver r's sources, added when new; -1 when the table is full. */
+static int source_index(member_t *r, const member_t *k) {
+    for (uint32_t i = 0; i < r->nsources; i++)
+        if (memcmp(r->sources[i].uuid.b, k->c->uuid.b, 16) == 0) return (int) i;
+    if (r->nsources == CCOIP_SS_MAX_DISTRIBUTORS) return -1;
+    ccoip_ss_source_t *s = &r->sources[r->nsources];
+    uint16_t p2p, bench;
+    s->uuid = k->c->uuid;
+    ccoip_mreach_dial_for(r->c, k->c, &s->addr, &p2p, &s->ss_port, &bench); /* its site's address, or the public one */
+    return (int) r->nsources++;
+}
+
+/* Receiver r can dial k's shared-state listener: k is reachable, or of r's site. */
+static bool dialable(const member_t *r, const member_t *k) {
+    return k->c->reachable || ccoip_mreach_same_site(r->c, k->c);
+}
+
+static bool may_serve(const member_t *k, uint32_t t, const ccoip_ss_tensor_t *want) {
+    return k->status == CCOIP_SS_OK && k->s->req.strategy != STRAT_RECEIVE_ONLY && same_hash(&k->s->req.tensors[t], want);
+}
+
+/* Receiver i fetches tensor t from the holders of the elected content: up to CCOIP_SS_MAX_SOURCES
+ * of them, taken in the order after i (so that receivers start on different distributors), each
+ * serving it an equal share in the load count; those i can dial first. A full sources table keeps
+ * to the holders in it. */
+static void assign_sources(member_t *m, size_t n, size_t i, uint32_t t, const ccoip_ss_tensor_t *want) {
+    ccoip_ss_fetch_t *f = &m[i].fetch[m[i].nfetch];
+    f->src = &m[i].src[(size_t) m[i].nfetch * CCOIP_SS_MAX_SOURCES];
+    f->nsrc = 0;
+    size_t who[CCOIP_SS_MAX_SOURCES];
+    /* First the holders i can dial; the others only when none of those holds it (docs/nat.md). */
+    for (int pass = 0; pass < 2 && f->nsrc == 0; pass++)
+        for (size_t step = 1; step <= n && f->nsrc < CCOIP_SS_MAX_SOURCES; step++) {
+            size_t k = (i + step) % n;
+            if (k == i || !may_serve(&m[k], t, want) || (pass == 0 && !dialable(&m[i], &m[k]))) continue;
+            int at = source_index(&m[i], &m[k]);
+            if (at < 0) continue;
+            who[f->nsrc] = k;
+            f->src[f->nsrc++].index = (uint16_t) at;
+        }
+    if (f->nsrc == 0) { /* the winner holds it: only a full table of 64 distributors leaves none */
+        m[i].status = CCOIP_SS_FAILED;
+        m[i].detail = want->name;
+        LOG_WARN(MOD, "%s: no room for a distributor of tensor \"%s\" (it would fetch from over %u peers)", m[i].c->name,
+                 want->name, CCOIP_SS_MAX_DISTRIBUTORS);
+        return;
+    }
+    for (uint32_t j = 0; j < f->nsrc; j++) {
+        m[who[j]].load += tensor_bytes(want) / f->nsrc + (j == 0 ? tensor_bytes(want) % f->nsrc : 0);
+        add_serve(&m[who[j]], m[i].c);
+    }
+    f->name = want->name;
+    f->hash_kind = want->hash_kind;
+    f->hash = want->hash;
+    m[i].nfetch++;
+}
+
 /* The election proper, after revisions and layouts: per tensor the most common content among
  * the candidates; SEND_ONLY peers without it are kicked; receivers are spread over holders. */
 static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
@@ -256,38 +316,27 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
             m[i].candidate = false;
         }
     }
-    /* Pass 3: every other peer fetches what differs, from the least loaded holder that can be
-     * dialled (an unreachable one only when no other holds it). */
+    /* Pass 3: every other peer fetches what differs, from every holder it can dial (up to a
+     * cap; unreachable holders only when no other holds it: docs/nat.md). */
     for (size_t i = 0; i < n; i++) {
         if (m[i].status != CCOIP_SS_OK || m[i].s->req.strategy == STRAT_SEND_ONLY) continue;
         for (uint32_t t = 0; t < nt; t++) {
             if (winner[t] == n) continue;
             const ccoip_ss_tensor_t *want = &m[winner[t]].s->req.tensors[t];
-            if (same_hash(&m[i].s->req.tensors[t], want)) continue;
-            size_t d = n;
-            for (size_t k = 0; k < n; k++) {
-                if (m[k].status != CCOIP_SS_OK || m[k].s->req.strategy == STRAT_RECEIVE_ONLY) continue;
-                if (!same_hash(&m[k].s->req.tensors[t], want)) continue;
-                /* Receivers dial their distributors: one the master could reach first (docs/nat.md). */
-                bool k_ok = m[k].c->reachable || ccoip_mreach_same_site(m[i].c, m[k].c);
-                bool d_ok = d != n && (m[d].c->reachable || ccoip_mreach_same_site(m[i].c, m[d].c));
-                bool more_reachable = k_ok && (d == n || !d_ok);
-                bool as_reachable = d == n || k_ok == d_ok;
-                if (more_reachable || (as_reachable && (d == n || m[k].load < m[d].load))) d = k;
-            }
-            if (d == n) continue; /* cannot happen: the winner holds it */
-            m[d].load += tensor_bytes(want);
-            add_serve(&m[d], m[i].c);
-            ccoip_ss_fetch_t *f = &m[i].fetch[m[i].nfetch++];
-            f->name = want->name;
-            f->hash_kind = want->hash_kind;
-            f->hash = want->hash;
-            f->uuid = m[d].c->uuid;
-            uint16_t p2p, bench;
-            ccoip_mreach_dial_for(m[i].c, m[d].c, &f->addr, &p2p, &f->ss_port, &bench);
+            if (!same_hash(&m[i].s->req.tensors[t], want)) assign_sources(m, n, i, t, want);
         }
     }
     free(winner);
+}
+
+static void free_members(member_t *m, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(m[i].fetch);
+        free(m[i].serve);
+        free(m[i].src);
+        free(m[i].sources);
+    }
+    free(m);
 }
 
 /* The group's members with room for their answers (fetch and serve lists); NULL when out of
@@ -307,7 +356,9 @@ static member_t *gather(ccoip_master_state_t *st, uint32_t group, size_t *n_out)
         x->status = CCOIP_SS_OK;
         x->fetch = calloc(c->ss->req.count + 1, sizeof *x->fetch);
         x->serve = calloc(n + 1, sizeof *x->serve);
-        oom = x->fetch == NULL || x->serve == NULL;
+        x->src = calloc(((size_t) c->ss->req.count + 1) * CCOIP_SS_MAX_SOURCES, sizeof *x->src);
+        x->sources = calloc(CCOIP_SS_MAX_DISTRIBUTORS, sizeof *x->sources);
+        oom = x->fetch == NULL || x->serve == NULL || x->src == NULL || x->sources == NULL;
         if (c->ss->duplicate != NULL) {
             x->status = CCOIP_SS_FAILED;
             x->detail = c->ss->duplicate;
@@ -315,21 +366,13 @@ static member_t *gather(ccoip_master_state_t *st, uint32_t group, size_t *n_out)
         }
     }
     if (oom) {
-        for (size_t i = 0; i < k; i++) free(m[i].fetch), free(m[i].serve);
-        free(m);
+        free_members(m, k);
         return NULL;
     }
     *n_out = n;
     return m;
 }
 
-static void free_members(member_t *m, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(m[i].fetch);
-        free(m[i].serve);
-    }
-    free(m);
-}
 
 /* The checks, then the content: the revision it elects. Members that fail a check get their
  * status; with no candidate left every member hears NO_CONTENT. */
@@ -381,6 +424,8 @@ static void answer(ccoip_master_state_t *st, member_t *m, size_t n, uint64_t ele
             r->fetch = x->fetch;
             r->nserve = x->nserve;
             r->serve = x->serve;
+            r->nsources = x->nsources;
+            r->sources = x->sources;
         }
         send_to(st, x->c, &p);
         x->s->phase = SS_ANSWERED;

@@ -3,9 +3,10 @@
  * The listener thread accepts and handshakes; a connection is kept only while a sync is being
  * served and only from a UUID the master announced for it (others: HELLO_ACK "unknown peer",
  * which the fetching side retries for a while, since it may be ahead of our RESULT). Each kept
- * connection gets a serving thread that answers one SS_REQUEST: a header, then the bytes straight
- * from the user's tensors (writev over host memory; CUDA memory through a host staging buffer).
- * The API thread ends serving after the master's DONE, when every receiver is through. */
+ * connection gets a serving thread that answers its SS_REQUESTs one after another (byte ranges of
+ * tensors): a header, then the bytes straight from the user's tensors (writev over host memory;
+ * CUDA memory through a host staging buffer), until an empty request. The API thread ends serving
+ * after the master's DONE, when every receiver is through. Fetching is ccoip_ss_fetch.c. */
 #include "ccoip/peer/ccoip_peer_shared.h"
 
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_resume.h"
 #include "log/log.h"
 #include "threadpark/threadpark.h"
 
@@ -54,9 +56,14 @@ struct ccoip_peer_ss_t {
     worker_t *workers[MAX_WORKERS];
     int nworkers;
     _Atomic uint64_t tx;
+    ccoip_ss_resume_t *resume; /* the API thread's only */
 };
 
 uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->listener.port; }
+
+int64_t ccoip_ss_stall_ms(const pcclComm_t *comm) { return comm->ss->stall_ms; }
+
+ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm) { return &comm->ss->resume; }
 
 static int by_slot_name(const void *key, const void *elem) {
     return strcmp((const char *) key, ((const ccoip_ss_slot_t *) elem)->name);
@@ -107,16 +114,17 @@ static void xfer_step(xfer_t *x, uint64_t n) {
 
 /* ---- serving ---- */
 
-static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_slot_t *s, uint8_t **stage, xfer_t *x) {
+static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint8_t **stage, xfer_t *x) {
     const cuda_table_t *cu = cuda_table();
     if (cu == NULL) return CCOIP_ERR_INVALID;
     if (*stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
     size_t step = x->rate > 0 ? CHUNK / 8 : CHUNK;
-    for (uint64_t off = 0; off < s->bytes;) {
-        size_t n = s->bytes - off < step ? (size_t) (s->bytes - off) : step;
-        cuda_status_t cs = cu->memcpy_d2h(*stage, (const uint8_t *) s->data + off, n, NULL);
+    for (uint64_t off = 0; off < pc->len;) {
+        size_t n = pc->len - off < step ? (size_t) (pc->len - off) : step;
+        cuda_status_t cs = cu->memcpy_d2h(*stage, (const uint8_t *) pc->slot->data + pc->off + off, n, NULL);
         if (cs != CUDA_OK) {
-            LOG_ERROR(MOD, "shared state: copying tensor \"%s\" from the GPU failed: %s", s->name, cu->status_string(cs));
+            LOG_ERROR(MOD, "shared state: copying tensor \"%s\" from the GPU failed: %s", pc->slot->name,
+                      cu->status_string(cs));
             return CCOIP_ERR_IO;
         }
         ccoip_status_t st = ccoip_sealed_write(out, *stage, n);
@@ -127,68 +135,58 @@ static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_slot_t *s,
     return CCOIP_OK;
 }
 
-/* Sends the tensors in order: host memory in writev batches of up to CHUNK bytes (small tensors
+/* Sends what is batched in iov and counts it. */
+static ccoip_status_t send_batch(ccoip_sealed_t *out, ccoip_iov_t *iov, int *niov, size_t *batch, xfer_t *x,
+                                 _Atomic uint64_t *tx) {
+    ccoip_status_t st = *niov > 0 ? ccoip_sealed_writev(out, iov, *niov) : CCOIP_OK;
+    if (st == CCOIP_OK && *niov > 0) {
+        atomic_fetch_add(tx, *batch);
+        xfer_step(x, *batch);
+    }
+    *niov = 0;
+    *batch = 0;
+    return st;
+}
+
+/* Sends the ranges in order: host memory in writev batches of up to CHUNK bytes (small ranges
  * share a call), device memory staged. */
-static ccoip_status_t send_tensors(ccoip_sealed_t *out, const ccoip_ss_slot_t **sl, uint32_t n, xfer_t *x,
-                                   _Atomic uint64_t *tx) {
+static ccoip_status_t send_ranges(ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint32_t n, xfer_t *x,
+                                  _Atomic uint64_t *tx, uint8_t **stage) {
     enum { MAX_IOV = 64 };
     ccoip_iov_t iov[MAX_IOV];
     int niov = 0;
     size_t batch = 0, cap = x->rate > 0 ? CHUNK / 8 : CHUNK;
-    uint8_t *stage = NULL;
     ccoip_status_t st = CCOIP_OK;
     for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
-        const ccoip_ss_slot_t *s = sl[i];
-        if (s->device) {
-            if (niov > 0) st = ccoip_sealed_writev(out, iov, niov);
-            if (st == CCOIP_OK && niov > 0) {
-                atomic_fetch_add(tx, batch);
-                xfer_step(x, batch);
-            }
-            niov = 0;
-            batch = 0;
+        if (pc[i].slot->device) {
+            st = send_batch(out, iov, &niov, &batch, x, tx);
             uint64_t before = x->done;
-            if (st == CCOIP_OK) st = send_device(out, s, &stage, x);
+            if (st == CCOIP_OK) st = send_device(out, &pc[i], stage, x);
             atomic_fetch_add(tx, x->done - before);
             continue;
         }
-        for (uint64_t off = 0; off < s->bytes && st == CCOIP_OK;) {
-            size_t take = s->bytes - off < cap - batch ? (size_t) (s->bytes - off) : cap - batch;
-            iov[niov].base = (uint8_t *) s->data + off;
+        for (uint64_t off = 0; off < pc[i].len && st == CCOIP_OK;) {
+            size_t take = pc[i].len - off < cap - batch ? (size_t) (pc[i].len - off) : cap - batch;
+            iov[niov].base = (uint8_t *) pc[i].slot->data + pc[i].off + off;
             iov[niov++].len = take;
             batch += take;
             off += take;
-            if (batch == cap || niov == MAX_IOV) {
-                st = ccoip_sealed_writev(out, iov, niov);
-                if (st == CCOIP_OK) {
-                    atomic_fetch_add(tx, batch);
-                    xfer_step(x, batch);
-                }
-                niov = 0;
-                batch = 0;
-            }
+            if (batch == cap || niov == MAX_IOV) st = send_batch(out, iov, &niov, &batch, x, tx);
         }
     }
-    if (st == CCOIP_OK && niov > 0) {
-        st = ccoip_sealed_writev(out, iov, niov);
-        if (st == CCOIP_OK) {
-            atomic_fetch_add(tx, batch);
-            xfer_step(x, batch);
-        }
-    }
+    if (st == CCOIP_OK) st = send_batch(out, iov, &niov, &batch, x, tx);
     if (st == CCOIP_OK) st = ccoip_sealed_flush(out);
-    free(stage);
     return st;
 }
 
-static void send_header(int fd, uint8_t status, ccoip_ss_item_t *items, uint32_t n) {
+static ccoip_status_t send_header(int fd, uint8_t status, ccoip_ss_item_t *items, uint32_t n) {
     ccoip_packet_t h;
     memset(&h, 0, sizeof h);
     h.type = CCOIP_PKT_SS_HEADER;
     h.u.ss_header.status = status;
     h.u.ss_header.count = n;
     h.u.ss_header.items = items;
-    ccoip_conn_send(fd, &h);
+    return ccoip_conn_send(fd, &h);
 }
 
 static void mark_served(ccoip_peer_ss_t *ss, const ccoip_uuid_t *uuid) {
@@ -198,62 +196,88 @@ static void mark_served(ccoip_peer_ss_t *ss, const ccoip_uuid_t *uuid) {
     pthread_mutex_unlock(&ss->lock);
 }
 
-/* One request on one connection, start to end. */
+/* The slots and bounds of a request's ranges (the slots stay valid until serve_end, which joins
+ * this thread first); a header status, with one log line when it is not OK. */
+static uint8_t find_ranges(worker_t *w, const ccoip_ss_request_t *rq, ccoip_ss_piece_t *pc, ccoip_ss_item_t *items,
+                           uint64_t *total) {
+    ccoip_peer_ss_t *ss = w->comm->ss;
+    uint8_t status = CCOIP_SSH_OK;
+    pthread_mutex_lock(&ss->lock);
+    if (!ss->serving) status = CCOIP_SSH_NOT_SERVING;
+    for (uint32_t i = 0; i < rq->count && status == CCOIP_SSH_OK; i++) {
+        const ccoip_ss_range_t *r = &rq->ranges[i];
+        const ccoip_ss_slot_t *s = ccoip_ss_find(ss->slots, ss->nslots, r->name);
+        if (s == NULL || r->offset > s->bytes || r->length > s->bytes - r->offset) {
+            status = CCOIP_SSH_UNKNOWN_TENSOR;
+            LOG_WARN(MOD, "shared state: %s asked for bytes %llu+%llu of tensor \"%s\", which we do not hold", w->who,
+                     (unsigned long long) r->offset, (unsigned long long) r->length, r->name);
+            break;
+        }
+        pc[i] = (ccoip_ss_piece_t){s, r->offset, r->length};
+        items[i] = (ccoip_ss_item_t){(char *) s->name, s->bytes};
+        *total += r->length;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    if (status == CCOIP_SSH_NOT_SERVING) LOG_WARN(MOD, "shared state: %s asked after the sync ended", w->who);
+    return status;
+}
+
+/* One request: its header, then the bytes of its ranges. False when the connection is done for. */
+static bool serve_request(worker_t *w, ccoip_sealed_t *out, const ccoip_ss_request_t *rq, xfer_t *x,
+                          uint8_t **stage) {
+    ccoip_ss_piece_t pc[CCOIP_SS_MAX_RANGES];
+    ccoip_ss_item_t items[CCOIP_SS_MAX_RANGES];
+    uint64_t total = 0;
+    uint8_t status = find_ranges(w, rq, pc, items, &total);
+    if (status != CCOIP_SSH_OK) {
+        send_header(w->fd, status, NULL, 0);
+        return false;
+    }
+    uint64_t before = x->done;
+    x->total += total;
+    ccoip_status_t st = send_header(w->fd, status, items, rq->count);
+    if (st == CCOIP_OK) st = send_ranges(out, pc, rq->count, x, &w->comm->ss->tx, stage);
+    if (st != CCOIP_OK)
+        LOG_WARN(MOD, "shared state: sending to %s failed after %llu of %llu bytes: %s", w->who,
+                 (unsigned long long) (x->done - before), (unsigned long long) total, ccoip_status_str(st));
+    return st == CCOIP_OK;
+}
+
+/* One connection, start to end: requests one after another until the receiver's empty one (it
+ * has all it wanted from us) or until serve_end cuts the connection. */
 static void *worker_main(void *arg) {
     worker_t *w = arg;
     ccoip_os_name_thread("pccl-ss-serve");
     ccoip_peer_ss_t *ss = w->comm->ss;
-    ccoip_packet_t p;
-    ccoip_status_t st = ccoip_conn_recv(w->fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + ss->stall_ms);
-    if (st != CCOIP_OK || p.type != CCOIP_PKT_SS_REQUEST) {
-        if (st == CCOIP_OK) ccoip_packet_free(&p);
-        LOG_WARN(MOD, "shared state: %s sent no valid request (%s)", w->who, st == CCOIP_OK ? "wrong packet" : ccoip_status_str(st));
+    ccoip_sealed_t out;
+    if (!ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL, w->sess.cipher)) {
+        LOG_ERROR(MOD, "shared state: out of memory serving %s", w->who);
         return NULL;
     }
-    uint32_t n = p.u.ss_request.count;
-    const ccoip_ss_slot_t **sl = calloc(n + 1, sizeof *sl);
-    ccoip_ss_item_t *items = calloc(n + 1, sizeof *items);
-    uint8_t status = CCOIP_SSH_OK;
-    uint64_t total = 0;
-    const char *missing = NULL;
-    pthread_mutex_lock(&ss->lock);
-    if (!ss->serving) status = CCOIP_SSH_NOT_SERVING;
-    for (uint32_t i = 0; i < n && status == CCOIP_SSH_OK && sl != NULL && items != NULL; i++) {
-        sl[i] = ccoip_ss_find(ss->slots, ss->nslots, p.u.ss_request.names[i].name);
-        if (sl[i] == NULL) {
-            status = CCOIP_SSH_UNKNOWN_TENSOR;
-            missing = p.u.ss_request.names[i].name;
+    xfer_t x;
+    xfer_init(&x, "sent", w->who, 0, ss->rate);
+    uint8_t *stage = NULL;
+    for (int k = 0;; k++) {
+        ccoip_packet_t p;
+        /* The first request comes at once; later ones when the receiver has work for us, which may
+         * be after another distributor failed: no deadline (serve_end cuts the connection). */
+        ccoip_status_t st = ccoip_conn_recv(w->fd, &p, CCOIP_MAX_PAYLOAD, k == 0 ? ccoip_now_ms() + ss->stall_ms : -1);
+        if (st != CCOIP_OK || p.type != CCOIP_PKT_SS_REQUEST) {
+            if (st == CCOIP_OK) ccoip_packet_free(&p);
+            if (k == 0 || st == CCOIP_OK)
+                LOG_WARN(MOD, "shared state: %s sent no valid request (%s)", w->who, st == CCOIP_OK ? "wrong packet" : ccoip_status_str(st));
             break;
         }
-        items[i].name = (char *) sl[i]->name;
-        items[i].size = sl[i]->bytes;
-        total += sl[i]->bytes;
+        bool more = p.u.ss_request.count > 0 && serve_request(w, &out, &p.u.ss_request, &x, &stage);
+        if (p.u.ss_request.count == 0) {
+            LOG_DEBUG(MOD, "shared state: %s is through (%llu bytes sent to it)", w->who, (unsigned long long) x.done);
+            mark_served(ss, &w->uuid);
+        }
+        ccoip_packet_free(&p);
+        if (!more) break;
     }
-    /* Slots stay valid until serve_end, which joins this thread first. */
-    pthread_mutex_unlock(&ss->lock);
-    if (sl == NULL || items == NULL) {
-        LOG_ERROR(MOD, "shared state: out of memory serving %s", w->who);
-    } else if (status != CCOIP_SSH_OK) {
-        if (missing != NULL) LOG_WARN(MOD, "shared state: %s asked for tensor \"%s\", which we do not hold", w->who, missing);
-        else LOG_WARN(MOD, "shared state: %s asked after the sync ended", w->who);
-        send_header(w->fd, status, NULL, 0);
-    } else {
-        send_header(w->fd, status, items, n);
-        xfer_t x;
-        xfer_init(&x, "sent", w->who, total, ss->rate);
-        ccoip_sealed_t out;
-        st = ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL, w->sess.cipher) ? CCOIP_OK : CCOIP_ERR_NOMEM;
-        if (st == CCOIP_OK) st = send_tensors(&out, sl, n, &x, &ss->tx);
-        ccoip_sealed_free(&out);
-        if (st != CCOIP_OK)
-            LOG_WARN(MOD, "shared state: sending to %s failed after %llu of %llu bytes: %s", w->who,
-                     (unsigned long long) x.done, (unsigned long long) total, ccoip_status_str(st));
-        else LOG_DEBUG(MOD, "shared state: sent %u tensors (%llu bytes) to %s", n, (unsigned long long) total, w->who);
-        if (st == CCOIP_OK) mark_served(ss, &w->uuid);
-    }
-    free(sl);
-    free(items);
-    ccoip_packet_free(&p);
+    free(stage);
+    ccoip_sealed_free(&out);
     return NULL;
 }
 
@@ -348,6 +372,7 @@ void ccoip_ss_stop(pcclComm_t *comm) {
     if (ss == NULL) return;
     ccoip_listener_stop(&ss->listener);
     ccoip_ss_serve_end(comm);
+    ccoip_ss_resume_free(ss->resume);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
     comm->ss = NULL;
@@ -355,7 +380,9 @@ void ccoip_ss_stop(pcclComm_t *comm) {
 
 void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n) {
     ccoip_peer_ss_t *ss = comm->ss;
+    int64_t rate = ccoip_env_num("PCCL_SS_MAX_SEND_MBPS", 0) * 1000000; /* read at each sync */
     pthread_mutex_lock(&ss->lock);
+    ss->rate = rate;
     ss->serving = true;
     ss->slots = slots;
     ss->nslots = n;
@@ -414,165 +441,4 @@ uint64_t ccoip_ss_serve_end(pcclComm_t *comm) {
         free(w[i]);
     }
     return atomic_load(&ss->tx);
-}
-
-/* ---- fetching ---- */
-
-static int connect_distributor(pcclComm_t *comm, const ccoip_ss_fetch_t *f, const char *name, ccoip_session_t *sess) {
-    ccoip_socket_address_t a = {f->addr, f->ss_port};
-    int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
-    ccoip_status_t st = CCOIP_ERR_TIMEOUT;
-    while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
-        int64_t left = deadline - ccoip_now_ms();
-        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
-        if (fd < 0) {
-            if (st == CCOIP_ERR_REFUSED) break; /* nobody listens: that peer is gone */
-            continue;
-        }
-        ccoip_hello_ack_t ack;
-        memset(&ack, 0, sizeof ack);
-        *sess = ccoip_comm_session(comm); /* encrypted: the tensors come sealed (ccoip_sealed.h) */
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_SHARED_STATE, &comm->uuid, ccoip_comm_key(comm), sess,
-                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
-        if (st == CCOIP_OK) return fd;
-        ccoip_sock_close(fd);
-        /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final
-         * (NOT_SERVING: its sync ended, it will never serve this one). */
-        if (st != CCOIP_ERR_REFUSED || (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY)) break;
-        ccoip_sleep_ms(10);
-    }
-    LOG_ERROR(MOD, "shared state: cannot reach distributor %s: %s", name, ccoip_status_str(st));
-    return -1;
-}
-
-static ccoip_status_t recv_device(ccoip_sealed_t *in, const ccoip_ss_slot_t *s, uint8_t **stage, int64_t stall_ms,
-                                  xfer_t *x) {
-    const cuda_table_t *cu = cuda_table();
-    if (cu == NULL) return CCOIP_ERR_INVALID;
-    if (*stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
-    for (uint64_t off = 0; off < s->bytes;) {
-        size_t n = s->bytes - off < CHUNK ? (size_t) (s->bytes - off) : CHUNK;
-        ccoip_status_t st = ccoip_sealed_read(in, *stage, n, ccoip_now_ms() + stall_ms);
-        if (st != CCOIP_OK) return st;
-        cuda_status_t cs = cu->memcpy_h2d((uint8_t *) s->data + off, *stage, n, NULL);
-        if (cs != CUDA_OK) {
-            LOG_ERROR(MOD, "shared state: copying tensor \"%s\" to the GPU failed: %s", s->name, cu->status_string(cs));
-            return CCOIP_ERR_IO;
-        }
-        off += n;
-        xfer_step(x, n);
-    }
-    return CCOIP_OK;
-}
-
-/* Reads the header's tensors straight into their slots (host) or through staging (device). */
-static ccoip_status_t recv_tensors(ccoip_sealed_t *in, const ccoip_ss_slot_t **sl, uint32_t n, int64_t stall_ms,
-                                   xfer_t *x, const pcclComm_t *comm, const ccoip_uuid_t *from) {
-    uint8_t *stage = NULL;
-    ccoip_status_t st = CCOIP_OK;
-    for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
-        const ccoip_ss_slot_t *s = sl[i];
-        void *ev = ccoip_prof_tensor(&comm->prof, comm->prof_api, s->name, s->bytes, from->b);
-        if (s->device) {
-            st = recv_device(in, s, &stage, stall_ms, x);
-            ccoip_prof_tensor_end(&comm->prof, ev, st == CCOIP_OK);
-            continue;
-        }
-        for (uint64_t off = 0; off < s->bytes && st == CCOIP_OK;) {
-            size_t k = s->bytes - off < CHUNK ? (size_t) (s->bytes - off) : CHUNK;
-            st = ccoip_sealed_read(in, (uint8_t *) s->data + off, k, ccoip_now_ms() + stall_ms);
-            if (st != CCOIP_OK) break;
-            off += k;
-            xfer_step(x, k);
-        }
-        ccoip_prof_tensor_end(&comm->prof, ev, st == CCOIP_OK);
-    }
-    free(stage);
-    return st;
-}
-
-/* The distributor's answer to our request: a header that lists our tensors, in order, with our
- * sizes. */
-static pcclResult_t check_header(const ccoip_packet_t *p, const ccoip_ss_slot_t **sl, uint32_t n, const char *name) {
-    const ccoip_ss_header_t *h = &p->u.ss_header;
-    const char *bad = NULL;
-    if (p->type != CCOIP_PKT_SS_HEADER) bad = "it did not answer with a header";
-    else if (h->status == CCOIP_SSH_NOT_SERVING) bad = "it is not serving this sync any more";
-    else if (h->status != CCOIP_SSH_OK) bad = "it does not hold a tensor we asked for";
-    else if (h->count != n) bad = "its header lists other tensors";
-    for (uint32_t i = 0; bad == NULL && i < n; i++) {
-        if (strcmp(h->items[i].name, sl[i]->name) != 0) bad = "its header lists other tensors";
-        else if (h->items[i].size != sl[i]->bytes) {
-            LOG_ERROR(MOD, "shared state: distributor %s holds tensor \"%s\" with %llu bytes, we have %llu", name,
-                      sl[i]->name, (unsigned long long) h->items[i].size, (unsigned long long) sl[i]->bytes);
-            bad = "a tensor's size differs";
-        }
-    }
-    if (bad == NULL) return pcclSuccess;
-    LOG_ERROR(MOD, "shared state: distributor %s refused or answered wrongly: %s", name, bad);
-    return p->type == CCOIP_PKT_SS_HEADER && h->status == CCOIP_SSH_NOT_SERVING ? pcclRankConnectionLost
-                                                                              : pcclInternalError;
-}
-
-pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fetch, uint32_t n,
-                            const ccoip_ss_slot_t *slots, size_t nslots, uint64_t *rx) {
-    ccoip_peer_ss_t *ss = comm->ss;
-    if (n == 0) return pcclSuccess;
-    ccoip_socket_address_t a = {fetch[0]->addr, fetch[0]->ss_port};
-    char name[80];
-    ccoip_format_address(&a, name, sizeof name);
-    const ccoip_ss_slot_t **sl = calloc(n, sizeof *sl);
-    ccoip_ss_name_t *names = calloc(n, sizeof *names);
-    pcclResult_t res = pcclSuccess;
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n && sl != NULL && names != NULL && res == pcclSuccess; i++) {
-        sl[i] = ccoip_ss_find(slots, nslots, fetch[i]->name);
-        if (sl[i] == NULL) {
-            LOG_ERROR(MOD, "shared state: the master asked us to fetch tensor \"%s\", which we do not have", fetch[i]->name);
-            res = pcclInternalError;
-            break;
-        }
-        names[i].name = (char *) sl[i]->name;
-        total += sl[i]->bytes;
-    }
-    if (sl == NULL || names == NULL) res = pcclInternalError;
-    ccoip_session_t sess;
-    memset(&sess, 0, sizeof sess);
-    int fd = res == pcclSuccess ? connect_distributor(comm, fetch[0], name, &sess) : -1;
-    if (res == pcclSuccess && fd < 0) res = pcclRankConnectionLost;
-    ccoip_packet_t p;
-    memset(&p, 0, sizeof p);
-    if (res == pcclSuccess) {
-        p.type = CCOIP_PKT_SS_REQUEST;
-        p.u.ss_request.count = n;
-        p.u.ss_request.names = names;
-        ccoip_status_t st = ccoip_conn_send(fd, &p);
-        memset(&p, 0, sizeof p);
-        if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + ss->stall_ms);
-        if (st != CCOIP_OK) {
-            LOG_ERROR(MOD, "shared state: no answer from distributor %s: %s", name, ccoip_status_str(st));
-            res = pcclRankConnectionLost;
-        }
-    }
-    if (res == pcclSuccess) res = check_header(&p, sl, n, name);
-    if (res == pcclSuccess) {
-        xfer_t x;
-        xfer_init(&x, "received", name, total, 0);
-        ccoip_sealed_t in;
-        ccoip_status_t st = ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher) ? CCOIP_OK : CCOIP_ERR_NOMEM;
-        if (st == CCOIP_OK) st = recv_tensors(&in, sl, n, ss->stall_ms, &x, comm, &fetch[0]->uuid);
-        ccoip_sealed_free(&in);
-        *rx += x.done;
-        if (st != CCOIP_OK) {
-            LOG_ERROR(MOD, "shared state: receiving from distributor %s failed after %llu of %llu bytes: %s", name,
-                      (unsigned long long) x.done, (unsigned long long) total,
-                      st == CCOIP_ERR_CLOSED ? "it closed the connection (died?)" : ccoip_status_str(st));
-            res = pcclRankConnectionLost;
-        }
-    }
-    if (p.type != 0) ccoip_packet_free(&p);
-    ccoip_sock_close(fd);
-    free(sl);
-    free(names);
-    return res;
 }

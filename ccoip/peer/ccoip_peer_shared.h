@@ -2,9 +2,10 @@
  * serves the tensors of the sync in progress to the peers the master announced, and the fetch of
  * tensors from other peers' listeners. pccl_shared_state.c drives both from the API thread.
  *
- * Stream on a shared-state connection: HELLO (role SHARED_STATE, our UUID) -> HELLO_ACK,
- * SS_REQUEST (names) -> SS_HEADER (status, names and sizes), then the raw bytes of every tensor
- * in the header's order, straight from the server's tensors into the receiver's. */
+ * Stream on a shared-state connection: HELLO (role SHARED_STATE, our UUID) -> HELLO_ACK, then
+ * requests one after another: SS_REQUEST (byte ranges: name, offset, length) -> SS_HEADER (status,
+ * names and whole sizes), then the raw bytes of every range in the request's order, straight from
+ * the server's tensors into the receiver's; an empty SS_REQUEST ends it (the receiver is through). */
 #ifndef CCOIP_PEER_SHARED_H
 #define CCOIP_PEER_SHARED_H
 
@@ -42,13 +43,17 @@ uint64_t ccoip_ss_serve_end(pcclComm_t *comm);
  * asked us for; false when one did not and nothing was sent for PCCL_SS_TIMEOUT_MS. */
 bool ccoip_ss_serve_drain(pcclComm_t *comm);
 
-const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
+/* Bytes [off, off + len) of a slot. */
+typedef struct ccoip_ss_piece_t {
+    const ccoip_ss_slot_t *slot;
+    uint64_t off, len;
+} ccoip_ss_piece_t;
 
-/* Fetches the n tensors of `fetch` that name one distributor (all entries share its UUID) into
- * their slots; *rx counts the tensor bytes received. pcclRankConnectionLost when the distributor
- * cannot be reached, dies or stalls; pcclInternalError when it answers nonsense. Hashes are the
- * caller's to check. */
-pcclResult_t ccoip_ss_fetch(pcclComm_t *comm, const ccoip_ss_fetch_t *const *fetch, uint32_t n,
-                            const ccoip_ss_slot_t *slots, size_t nslots, uint64_t *rx);
+const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
+/* PCCL_SS_TIMEOUT_MS: no byte for this long fails a transfer. */
+int64_t ccoip_ss_stall_ms(const pcclComm_t *comm);
+/* What the last failed fetch had received (ccoip_ss_resume.h), kept for the retry; freed by
+ * ccoip_ss_stop. */
+struct ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm);
 
 #endif /* CCOIP_PEER_SHARED_H */

@@ -154,10 +154,15 @@ static const field_t ss_sync_fields[] = {
     LIST(ccoip_ss_sync_t, tensors, count, CCOIP_MAX_SS_TENSORS, ss_tensor_layout)};
 static const field_t ss_query_fields[] = {U64(ccoip_ss_query_t, revision)};
 static const field_t ss_done_fields[] = {U8R(ccoip_ss_done_t, ok, 0, 1)};
+static const field_t ss_src_fields[] = {U16(ccoip_ss_src_t, index)};
+static const layout_t ss_src_layout = {0, "source index", sizeof(ccoip_ss_src_t), ss_src_fields, N(ss_src_fields), 0};
 static const field_t ss_fetch_fields[] = {
     NAME(ccoip_ss_fetch_t, name, 1, CCOIP_MAX_SS_NAME), U8R(ccoip_ss_fetch_t, hash_kind, 0, 1),
-    U64(ccoip_ss_fetch_t, hash), UUID(ccoip_ss_fetch_t, uuid), ADDR(ccoip_ss_fetch_t, addr),
-    U16(ccoip_ss_fetch_t, ss_port)};
+    U64(ccoip_ss_fetch_t, hash), LIST(ccoip_ss_fetch_t, src, nsrc, CCOIP_SS_MAX_SOURCES, ss_src_layout)};
+static const field_t ss_source_fields[] = {UUID(ccoip_ss_source_t, uuid), ADDR(ccoip_ss_source_t, addr),
+                                           U16(ccoip_ss_source_t, ss_port)};
+static const layout_t ss_source_layout = {0, "source", sizeof(ccoip_ss_source_t), ss_source_fields,
+                                          N(ss_source_fields), 0};
 static const layout_t ss_fetch_layout = {0, "fetch", sizeof(ccoip_ss_fetch_t), ss_fetch_fields,
                                          N(ss_fetch_fields), 0};
 static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
@@ -167,18 +172,20 @@ static const field_t ss_result_fields[] = {
     U8R(ccoip_ss_result_t, status, 0, CCOIP_SS_MIXED), U64(ccoip_ss_result_t, revision), U64(ccoip_ss_result_t, expected),
     NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
     LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
-    LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout)};
+    LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout),
+    LIST(ccoip_ss_result_t, sources, nsources, CCOIP_SS_MAX_DISTRIBUTORS, ss_source_layout)};
 static const field_t ss_master_done_fields[] = {U8R(ccoip_ss_master_done_t, status, 0, 2)};
-static const field_t ss_name_fields[] = {NAME(ccoip_ss_name_t, name, 1, CCOIP_MAX_SS_NAME)};
-static const layout_t ss_name_layout = {0, "name", sizeof(ccoip_ss_name_t), ss_name_fields, N(ss_name_fields), 0};
+static const field_t ss_range_fields[] = {NAME(ccoip_ss_range_t, name, 1, CCOIP_MAX_SS_NAME),
+                                          U64(ccoip_ss_range_t, offset), U64(ccoip_ss_range_t, length)};
+static const layout_t ss_range_layout = {0, "range", sizeof(ccoip_ss_range_t), ss_range_fields, N(ss_range_fields), 0};
 static const field_t ss_request_fields[] = {
-    LIST(ccoip_ss_request_t, names, count, CCOIP_MAX_SS_TENSORS, ss_name_layout)};
+    LIST(ccoip_ss_request_t, ranges, count, CCOIP_SS_MAX_RANGES, ss_range_layout)};
 static const field_t ss_item_fields[] = {NAME(ccoip_ss_item_t, name, 1, CCOIP_MAX_SS_NAME),
                                          U64(ccoip_ss_item_t, size)};
 static const layout_t ss_item_layout = {0, "item", sizeof(ccoip_ss_item_t), ss_item_fields, N(ss_item_fields), 0};
 static const field_t ss_header_fields[] = {
     U8R(ccoip_ss_header_t, status, 0, 2),
-    LIST(ccoip_ss_header_t, items, count, CCOIP_MAX_SS_TENSORS, ss_item_layout)};
+    LIST(ccoip_ss_header_t, items, count, CCOIP_SS_MAX_RANGES, ss_item_layout)};
 
 /* Topology optimisation (pcclOptimizeTopology). */
 static const field_t bench_target_fields[] = {UUID(ccoip_bench_target_t, uuid), ADDR(ccoip_bench_target_t, addr),

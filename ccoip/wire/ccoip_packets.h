@@ -52,7 +52,11 @@
  *    (CCOIP_PEER_TX_REVERSED / RX_REVERSED, P2P_BIND's `reversed`); JOIN may carry an advertised
  *    address (PCCL_ADVERTISE_ADDRESS) and names the peer's own address (peers behind one NAT dial
  *    each other there); an edge between two unreachable ends may run through a relay
- *    (CCOIP_PEER_TX_RELAYED / RX_RELAYED, P2P_INFO's relay and the entries' tokens) (docs/nat.md) */
+ *    (CCOIP_PEER_TX_RELAYED / RX_RELAYED, P2P_INFO's relay and the entries' tokens) (docs/nat.md);
+ *    and shared state in byte ranges from several distributors at once: RESULT lists the receiver's
+ *    distributors once (`sources`) and every fetch names up to CCOIP_SS_MAX_SOURCES of them;
+ *    SS_REQUEST asks for byte ranges (name, offset, length), and one shared-state connection
+ *    carries requests one after another until an empty one (docs/shared-state.md) */
 #define CCOIP_PROTOCOL_VERSION 11u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -418,14 +422,30 @@ typedef struct ccoip_ss_done_t {
     uint8_t ok;
 } ccoip_ss_done_t;
 
-/* One tensor to fetch: its elected content and the peer to fetch it from. */
+#define CCOIP_SS_MAX_SOURCES 8u       /* distributors named for one tensor of one receiver */
+#define CCOIP_SS_MAX_DISTRIBUTORS 64u /* distributors named in one RESULT */
+#define CCOIP_SS_MAX_RANGES 256u      /* byte ranges in one SS_REQUEST */
+
+/* A distributor of this sync: the peer and its shared-state listener. */
+typedef struct ccoip_ss_source_t {
+    ccoip_uuid_t uuid;
+    ccoip_inet_address_t addr;
+    uint16_t ss_port;
+} ccoip_ss_source_t;
+
+/* An index into the RESULT's sources (the receiver checks it is in range). */
+typedef struct ccoip_ss_src_t {
+    uint16_t index;
+} ccoip_ss_src_t;
+
+/* One tensor to fetch: its elected content and the distributors that hold it (any byte range
+ * may come from any of them). */
 typedef struct ccoip_ss_fetch_t {
     char *name;
     uint8_t hash_kind;
     uint64_t hash;
-    ccoip_uuid_t uuid;
-    ccoip_inet_address_t addr;
-    uint16_t ss_port;
+    uint32_t nsrc;
+    ccoip_ss_src_t *src;
 } ccoip_ss_fetch_t;
 
 /* A peer allowed to connect to our shared-state listener for this sync. */
@@ -442,30 +462,38 @@ typedef struct ccoip_ss_result_t {
     ccoip_ss_fetch_t *fetch;
     uint32_t nserve;
     ccoip_ss_client_t *serve;
+    uint32_t nsources;
+    ccoip_ss_source_t *sources; /* the distributors the fetches name, by index */
 } ccoip_ss_result_t;
 
 typedef struct ccoip_ss_master_done_t {
     uint8_t status; /* ccoip_result_status_t; informational: outcomes are per peer */
 } ccoip_ss_master_done_t;
 
-typedef struct ccoip_ss_name_t {
+/* Bytes [offset, offset + length) of a tensor. */
+typedef struct ccoip_ss_range_t {
     char *name;
-} ccoip_ss_name_t;
+    uint64_t offset;
+    uint64_t length;
+} ccoip_ss_range_t;
 
+/* Ranges wanted, answered by a header and their bytes in order; count 0: the receiver is done
+ * with this connection. */
 typedef struct ccoip_ss_request_t {
     uint32_t count;
-    ccoip_ss_name_t *names;
+    ccoip_ss_range_t *ranges;
 } ccoip_ss_request_t;
 
 typedef enum ccoip_ss_header_status_t {
     CCOIP_SSH_OK = 0,
-    CCOIP_SSH_UNKNOWN_TENSOR = 1, /* a requested name is not in the state being served */
+    CCOIP_SSH_UNKNOWN_TENSOR = 1, /* a requested name is not in the state being served, or a range
+                                     lies outside the tensor */
     CCOIP_SSH_NOT_SERVING = 2     /* the sync this request belongs to is over */
 } ccoip_ss_header_status_t;
 
 typedef struct ccoip_ss_item_t {
     char *name;
-    uint64_t size; /* bytes */
+    uint64_t size; /* bytes of the whole tensor (the range follows the request) */
 } ccoip_ss_item_t;
 
 typedef struct ccoip_ss_header_t {

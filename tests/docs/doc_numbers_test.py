@@ -33,6 +33,7 @@ PEER_INT, STRIPE, DATALINK = "ccoip/peer/ccoip_peer_int.h", "ccoip/peer/ccoip_st
 GATE_C, GATE_H, MULTI = "ccoip/peer/ccoip_gate.c", "ccoip/peer/ccoip_gate.h", "ccoip/api/pccl_allreduce_multi.c"
 REDUCE, HASH_MANY, HASH_MANY_H = "reduce/reduce.h", "hash/hash_many.c", "hash/hash_many.h"
 TRACE, CCOIP_H = "profiler/pprof_trace.c", "include/ccoip.h"
+FETCH = "ccoip/peer/ccoip_ss_fetch.c"
 
 SEC, CC, TOP = "docs/security.md", "ccoip/README.md", "README.md"
 AR, FAIL, SS, ENV = "docs/allreduce.md", "docs/failures.md", "docs/shared-state.md", "docs/environment.md"
@@ -118,7 +119,18 @@ CHECKS = [
     (SS, r"`PCCL_SS_TIMEOUT_MS`, default (\d+) s\)", S, SHARED, env_default("PCCL_SS_TIMEOUT_MS")),
     (PLAT, r"`PCCL_SS_TIMEOUT_MS` \((\d+) s\)", S, SHARED, env_default("PCCL_SS_TIMEOUT_MS")),
     (ENV, r"`PCCL_SS_TIMEOUT_MS` \| (\d+) \|", 1, SHARED, env_default("PCCL_SS_TIMEOUT_MS")),
-    (ENV, r"`PCCL_SS_CONNECT_TIMEOUT_MS` \| (\d+) \|", 1, SHARED, env_default("PCCL_SS_CONNECT_TIMEOUT_MS")),
+    (ENV, r"`PCCL_SS_CONNECT_TIMEOUT_MS` \| (\d+) \|", 1, FETCH, env_default("PCCL_SS_CONNECT_TIMEOUT_MS")),
+    (ENV, r"`PCCL_SS_RANGE_BYTES` \| (\d+) ", 1, FETCH, "DEFAULT_RANGE"),
+    (ENV, r"`PCCL_SS_RANGE_BYTES` \| \d+ \((\d+) MiB\)", MIB, FETCH, "DEFAULT_RANGE"),
+    (ENV, r"`PCCL_SS_RANGE_BYTES` \| \d+ \(\d+ MiB\) \| bytes, >= (\d+) ", 1, FETCH, "MIN_RANGE"),
+    (ENV, r"`PCCL_SS_MAX_SOURCES` \| (\d+) \|", 1, PACKETS, "CCOIP_SS_MAX_SOURCES"),
+    (SS, r"`PCCL_SS_RANGE_BYTES` \(default (\d+) MiB", MIB, FETCH, "DEFAULT_RANGE"),
+    (SS, r"a quarter of a distributor's share,\s+at least (\d+) KiB", KIB, FETCH, "MIN_RANGE"),
+    (SS, r"up to a range's bytes, (\d+) tensors", 1, FETCH, "UNIT_PIECES"),
+    (SS, r"A request carries at most (\d+) ranges", 1, PACKETS, "CCOIP_SS_MAX_RANGES"),
+    (SS, r"a RESULT names at\s+most (\d+) distributors and (?:\d+) per tensor", 1, PACKETS, "CCOIP_SS_MAX_DISTRIBUTORS"),
+    (SS, r"a RESULT names at\s+most \d+ distributors and (\d+) per tensor", 1, PACKETS, "CCOIP_SS_MAX_SOURCES"),
+    (SS, r"`PCCL_SS_MAX_SOURCES` \(default (\d+),", 1, PACKETS, "CCOIP_SS_MAX_SOURCES"),
     (TOPOD, r"`PCCL_BENCH_MS` \(read by the master, default (\d+) ms", 1, BW, "DEFAULT_BENCH_MS"),
     (TOPOD, r"default \d+ ms, at most (\d+) s\)", S, PACKETS, "CCOIP_MAX_BENCH_MS"),
     (ENV, r"`PCCL_BENCH_MS` \| (\d+) \| ms, 1 to \d+", 1, BW, "DEFAULT_BENCH_MS"),

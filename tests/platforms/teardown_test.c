@@ -216,8 +216,12 @@ static void scenario_serving_master_dies(void) {
     int mport;
     unsigned ports[2][3];
     setenv("PCCL_MASTER_RECONNECT_S", "0", 1);
+    /* One range of the whole 64 MiB: the distributor is still sending it when the reader stops
+     * (with 8 MiB ranges it may have sent its range and wait in a receive for the next request). */
+    setenv("PCCL_SS_RANGE_BYTES", "67108864", 1);
     two_peers(&m, &mport, peers, ports, "16");
     unsetenv("PCCL_MASTER_RECONNECT_S");
+    unsetenv("PCCL_SS_RANGE_BYTES");
     REQUIRE(h_send(&peers[0], "sync 2 1")); /* SEND_ONLY: the distributor */
     REQUIRE(h_send(&peers[1], "sync 1 0")); /* RECEIVE_ONLY */
     /* Once peer 0 serves (hashing 64 MiB first takes seconds under a sanitizer), stop the reader. */

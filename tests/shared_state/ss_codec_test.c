@@ -53,34 +53,44 @@ static void test_round_trips(void) {
     p.u.ss_done.ok = 1;
     round_trip(&p);
 
+    ccoip_ss_source_t so[2];
+    memset(so, 0, sizeof so);
+    so[0].addr.protocol = inetIPv4;
+    so[0].addr.ipv4.data[0] = 127;
+    so[0].ss_port = 48150;
+    so[1].addr.protocol = inetIPv6;
+    so[1].addr.ipv6.data[15] = 1;
+    so[1].uuid.b[3] = 9;
+    ccoip_ss_src_t both[2] = {{0}, {1}}, second[1] = {{1}};
     ccoip_ss_fetch_t f[2];
     memset(f, 0, sizeof f);
     f[0].name = "weights";
     f[0].hash = 7;
-    f[0].addr.protocol = inetIPv4;
-    f[0].addr.ipv4.data[0] = 127;
-    f[0].ss_port = 48150;
+    f[0].nsrc = 2;
+    f[0].src = both;
     f[1].name = "b";
     f[1].hash_kind = 1;
-    f[1].addr.protocol = inetIPv6;
-    f[1].addr.ipv6.data[15] = 1;
+    f[1].nsrc = 1;
+    f[1].src = second;
     ccoip_ss_client_t cl[2];
     memset(cl, 7, sizeof cl);
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
-    p.u.ss_result = (ccoip_ss_result_t){0, 5, 0, "", 2, f, 2, cl};
+    p.u.ss_result = (ccoip_ss_result_t){0, 5, 0, "", 2, f, 2, cl, 2, so};
     round_trip(&p);
-    p.u.ss_result = (ccoip_ss_result_t){3, 5, 6, "t4", 0, NULL, 0, NULL};
+    p.u.ss_result = (ccoip_ss_result_t){3, 5, 6, "t4", 0, NULL, 0, NULL, 0, NULL};
     round_trip(&p);
 
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_SHARED_STATE_DONE;
     round_trip(&p);
 
-    ccoip_ss_name_t names[2] = {{"a"}, {"bb"}};
+    ccoip_ss_range_t ranges[2] = {{"a", 0, 4}, {"bb", 1ull << 33, 8u << 20}};
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_SS_REQUEST;
-    p.u.ss_request = (ccoip_ss_request_t){2, names};
+    p.u.ss_request = (ccoip_ss_request_t){2, ranges};
+    round_trip(&p);
+    p.u.ss_request = (ccoip_ss_request_t){0, NULL}; /* the receiver is through */
     round_trip(&p);
 
     ccoip_ss_item_t items[2] = {{"a", 4}, {"bb", 1ull << 40}};
@@ -93,7 +103,7 @@ static void test_round_trips(void) {
 static void test_encode_limits(void) {
     static char too_long[CCOIP_MAX_SS_NAME + 2];
     memset(too_long, 'y', CCOIP_MAX_SS_NAME + 1);
-    ccoip_ss_name_t names[1] = {{too_long}};
+    ccoip_ss_range_t names[1] = {{too_long, 0, 1}};
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_SS_REQUEST;
@@ -110,26 +120,41 @@ static void test_encode_limits(void) {
 }
 
 static void test_malformed(void) {
-    /* SS_REQUEST: count 1, name length 3 "a\0b": a NUL inside a name. */
-    uint8_t req[] = {0, 0, 0, 1, 0, 3, 'a', 0, 'b'};
+    /* SS_REQUEST: count 1, name length 3 "a\0b" (then offset and length): a NUL inside a name. */
+#define Z16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* offset 0, length 0 */
+    uint8_t req[] = {0, 0, 0, 1, 0, 3, 'a', 0, 'b', Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, req, sizeof req) == CCOIP_ERR_INVALID);
     req[7] = 'x';
     CHECK(decode(CCOIP_PKT_SS_REQUEST, req, sizeof req) == CCOIP_OK);
+    CHECK(decode(CCOIP_PKT_SS_REQUEST, req, sizeof req - 1) == CCOIP_ERR_TRUNCATED); /* the length cut */
     /* Length 0 (names are 1..1024 bytes), and a length over the cap. */
-    uint8_t empty[] = {0, 0, 0, 1, 0, 0, 'z'};
+    uint8_t empty[] = {0, 0, 0, 1, 0, 0, 'z', Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, empty, sizeof empty) == CCOIP_ERR_INVALID);
-    uint8_t big[] = {0, 0, 0, 1, 0x04, 0x01, 'a'};
+    uint8_t big[] = {0, 0, 0, 1, 0x04, 0x01, 'a', Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, big, sizeof big) == CCOIP_ERR_TOO_LARGE);
-    /* A length longer than the bytes left; a count over the cap; a count over the bytes left. */
-    uint8_t trunc[] = {0, 0, 0, 1, 0, 9, 'a'};
+    /* A length longer than the bytes left; a count over the cap (256 ranges); a count over the
+     * bytes left. */
+    uint8_t trunc[] = {0, 0, 0, 1, 0, 30, 'a', Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, trunc, sizeof trunc) == CCOIP_ERR_TRUNCATED);
-    uint8_t many[] = {0, 1, 0, 1};
+    uint8_t many[] = {0, 0, 1, 1};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, many, sizeof many) == CCOIP_ERR_TOO_LARGE);
-    uint8_t few[] = {0, 0, 1, 0, 0, 1, 'a'};
+    uint8_t few[] = {0, 0, 1, 0, 0, 1, 'a', Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, few, sizeof few) == CCOIP_ERR_TRUNCATED);
     /* A second element that fails after the first decoded: nothing leaks (ASan). */
-    uint8_t second[] = {0, 0, 0, 2, 0, 1, 'a', 0, 2, 'b', 0};
+    uint8_t second[] = {0, 0, 0, 2, 0, 1, 'a', Z16, 0, 2, 'b', 0, Z16};
     CHECK(decode(CCOIP_PKT_SS_REQUEST, second, sizeof second) == CCOIP_ERR_INVALID);
+    /* RESULT with one fetch that names 9 distributors (at most 8), and a sources list of 65 (at
+     * most 64). */
+    uint8_t nine[] = {0, Z16, 0, 0, /* status, revision, expected, detail */ 0, 0, 0, 1, /* fetches */
+                      0, 1, 'w', 0, 0, 0, 0, 0, 0, 0, 0, 0, /* name, kind, hash */ 0, 0, 0, 9,
+                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 9 indexes */
+                      0, 0, 0, 0, /* serve */ 0, 0, 0, 0 /* sources */};
+    CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine) == CCOIP_ERR_TOO_LARGE);
+    nine[38] = 8; /* 8 indexes: 2 bytes are left over */
+    CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine) == CCOIP_ERR_INVALID);
+    CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine - 2) == CCOIP_OK);
+    uint8_t srcs[] = {0, Z16, 0, 0, 0, 0, 0, 0, /* no fetches */ 0, 0, 0, 0, 0, 0, 0, 65};
+    CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, srcs, sizeof srcs) == CCOIP_ERR_TOO_LARGE);
     /* SYNC: strategy 3, hash kind 2, dtype 12, allow_inequality 2 are out of range. */
     uint8_t sync[] = {0, 0, 0, 0, 0, 0, 0, 1, /* revision */ 0, /* strategy */ 0, 0, 0, 1, /* count */
                       0, 1, 'w', /* name */ 0, 0, 0, 0, 0, 0, 0, 9, /* hash */ 0, /* kind */ 10, /* dtype */
@@ -148,7 +173,8 @@ static void test_malformed(void) {
     trailing[sizeof sync] = 0;
     CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_SYNC, trailing, sizeof trailing) == CCOIP_ERR_INVALID);
     /* RESULT: status 9; DONE: ok 2; HEADER: status 3. */
-    uint8_t res[27] = {CCOIP_SS_MIXED + 1}; /* status, revision, expected, empty detail, no fetches, no clients */
+    uint8_t res[31] = {CCOIP_SS_MIXED + 1}; /* status, revision, expected, empty detail, no fetches, clients,
+                                               sources */
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_ERR_INVALID);
     res[0] = CCOIP_SS_MIXED;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);

@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(r[3].tx, 0);
     CHECK_EQ_U64(tx, 4 * MIB);
     CHECK_EQ_U64(r[0].rx + r[1].rx + r[2].rx, 0);
-    CHECK(r[0].tx > 0 && r[1].tx > 0 && r[2].tx > 0); /* 4 tensors spread over 3 holders */
+    /* Which holder served which range is work stealing's choice (on loopback one may serve it
+     * all); ss_multi_test checks the spread under a send cap. */
     CHECK_EQ_U64(ss_cmd(p[3], line, sizeof line, "check 7"), 0);
     CHECK(ss_same_hash(p, 4));
     fprintf(stderr, "ss_e2e_test: newcomer received 4 MiB in %llu ms\n", r[3].ms);

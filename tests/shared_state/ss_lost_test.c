@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
     REQUIRE(argc == 3);
     h_init(170);
     setenv("PCCL_SS_MAX_SEND_MBPS", "32", 1); /* 3 s per transfer: the kill at ~1 s lands mid-way */
+    setenv("PCCL_SS_MAX_SOURCES", "1", 1); /* one distributor per receiver: its death fails the sync */
     setenv("PCCL_LOG_LEVEL", "info", 1);
     unsetenv("PCCL_COLLECTIVE_TIMEOUT_MS"); /* the default 10 minutes: no watchdog may end this */
     char line[256], log_a[512], log_b[512];
@@ -137,8 +138,8 @@ int main(int argc, char **argv) {
     h_proc_t m, peer[5];
     int port = h_start_master(&m, argv[1], NULL);
     REQUIRE(port > 0);
-    /* One at a time, so that the master's order (which picks the distributor: the earliest
-     * connected holder) is peer 0, 1, 2, 3. */
+    /* One at a time, so that the master's order is peer 0, 1, 2, 3 (it names a receiver's holders
+     * in the order after it: the newcomer, last, fetches from the earliest connected). */
     for (int i = 0; i < 4; i++) {
         if (i == 3) h_stderr_path = log_a;
         REQUIRE(h_start_peer(&peer[i], argv[2], port, 0));

@@ -109,12 +109,18 @@ static void test_popular_and_spread(void) {
     const ccoip_ss_result_t *r = result(2);
     CHECK_EQ_U64(r->status, CCOIP_SS_OK);
     CHECK_EQ_U64(r->nfetch, 4);
-    int from0 = 0;
-    for (uint32_t k = 0; k < r->nfetch; k++) {
-        from0 += r->fetch[k].uuid.b[0] == 1;
-        CHECK_EQ_U64(r->fetch[k].hash, good[k]);
+    /* Every tensor names both holders (protocol 11): the receiver spreads its ranges over them. */
+    CHECK_EQ_U64(r->nsources, 2);
+    CHECK(r->sources[0].uuid.b[0] != r->sources[1].uuid.b[0]);
+    for (uint32_t k = 0; k < r->nsources; k++) {
+        CHECK(r->sources[k].uuid.b[0] == 1 || r->sources[k].uuid.b[0] == 2);
+        CHECK_EQ_U64(r->sources[k].ss_port, 50000u + r->sources[k].uuid.b[0] - 1);
     }
-    CHECK_EQ_U64(from0, 2); /* spread over both holders */
+    for (uint32_t k = 0; k < r->nfetch; k++) {
+        CHECK_EQ_U64(r->fetch[k].hash, good[k]);
+        CHECK_EQ_U64(r->fetch[k].nsrc, 2);
+        CHECK(r->fetch[k].src[0].index != r->fetch[k].src[1].index);
+    }
     CHECK_EQ_U64(result(0)->nfetch + result(1)->nfetch, 0);
     CHECK_EQ_U64(result(0)->nserve, 1);
     CHECK_EQ_U64(result(1)->nserve, 1);

@@ -5,7 +5,9 @@
  *   connect                 -> "connect RESULT"
  *   update                  -> "update RESULT"
  *   tensors N BYTES SEED    -> "tensors 0"        N tensors of BYTES bytes (a multiple of 4)
+ *   odd SEED B0 B1 ...      -> "odd 0"            tensors of B0, B1, ... bytes (uint8, any size)
  *   fill I SEED             -> "fill 0"           tensor I := pattern(SEED, I)
+ *   env NAME VALUE          -> "env 0"            setenv (VALUE "-": unsetenv), for knobs read per call
  *   corrupt I               -> "corrupt 0"        flips one bit of tensor I
  *   ineq I 0|1              -> "ineq 0"           its allow_content_inequality
  *   count I COUNT           -> "count 0"          resizes tensor I (zeros)
@@ -53,12 +55,48 @@ static void pattern(uint64_t *w, size_t words, uint64_t seed, size_t i) {
     for (size_t k = 0; k < words; k++) w[k] = base ^ (k * 0x9e3779b97f4a7c15ull);
 }
 
-static size_t bytes_of(size_t i) { return infos[i].count * 4; }
+/* setenv / unsetenv (NULL); Windows (the mixed tests build this client too) has _putenv_s, where
+ * an empty value unsets. */
+static int set_env(const char *name, const char *value) {
+#ifdef _WIN32
+    return _putenv_s(name, value == NULL ? "" : value);
+#else
+    return value == NULL ? unsetenv(name) : setenv(name, value, 1);
+#endif
+}
+
+static size_t bytes_of(size_t i) { return infos[i].count * (infos[i].datatype == pcclUint8 ? 1 : 4); }
 
 static int64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_tensor(size_t i, size_t bytes, uint64_t seed);
+
+/* "odd SEED B0 B1 ...": uint8 tensors of the given sizes; false on a malformed line. */
+static bool set_odd(const char *line) {
+    char *end;
+    uint64_t seed = strtoull(line + 4, &end, 10);
+    size_t n = 0, sizes[MAX_TENSORS];
+    for (const char *at = end; n < MAX_TENSORS;) {
+        while (*at == ' ') at++;
+        if (*at == '\0') break;
+        sizes[n++] = strtoull(at, &end, 10);
+        if (end == at) return false;
+        at = end;
+    }
+    for (size_t i = 0; i < ntensors; i++) reduce_aligned_free(infos[i].data), infos[i].data = NULL;
+    memset(infos, 0, sizeof infos);
+    ntensors = n;
+    for (size_t i = 0; i < n; i++) {
+        set_tensor(i, sizes[i], seed);
+        infos[i].datatype = pcclUint8;
+        infos[i].count = sizes[i];
+    }
+    state.count = n;
+    return true;
 }
 
 static void set_tensor(size_t i, size_t bytes, uint64_t seed) {
@@ -95,7 +133,7 @@ int main(int argc, char **argv) {
     pcclComm_t *comm;
     if (pcclCreateCommunicator(&params, &comm) != pcclSuccess) return 1;
     state.infos = infos;
-    char line[256];
+    char line[256], env_name[64], env_value[64];
     while (fgets(line, sizeof line, stdin) != NULL) {
         line[strcspn(line, "\r\n")] = '\0';
         unsigned long long a = 0, b = 0, c = 0;
@@ -114,6 +152,11 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < ntensors; i++) set_tensor(i, b, c);
             state.count = ntensors;
             printf("tensors 0\n");
+        } else if (sscanf(line, "env %63s %63s", env_name, env_value) == 2) {
+            int r = set_env(env_name, strcmp(env_value, "-") == 0 ? NULL : env_value);
+            printf("env %d\n", r);
+        } else if (strncmp(line, "odd ", 4) == 0 && set_odd(line)) {
+            printf("odd 0\n");
         } else if (sscanf(line, "fill %llu %llu", &a, &b) == 2 && a < ntensors) {
             pattern(infos[a].data, (bytes_of(a) + 7) / 8, b, a);
             printf("fill 0\n");
