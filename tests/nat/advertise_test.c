@@ -19,19 +19,12 @@
 
 #include "tests/ccoip/harness.h"
 #include "tests/common/check.h"
+#include "tests/nat/nat_net.h"
 
 #define PEERS 3
 #define STEPS 20
 
 static char logs[PEERS + 1][96];
-
-static bool log_has(const char *path, const char *needle) {
-    char *text = h_read_file(path);
-    bool found = text != NULL && strstr(text, needle) != NULL;
-    if (!found) fprintf(stderr, "advertise_test: %s lacks '%s'\n", path, needle);
-    free(text);
-    return found;
-}
 
 static bool quiet_has(const char *path, const char *needle) {
     char *text = h_read_file(path);
@@ -101,25 +94,25 @@ int main(int argc, char **argv) {
     }
     CHECK_EQ_U64(hash[1], hash[0]);
     CHECK_EQ_U64(hash[2], hash[0]);
-    CHECK(log_has(logs[0], "the master sees us at 127.0.0.2:"));
-    CHECK(log_has(logs[1], "behind NAT or a firewall: the master sees us at 127.0.0.1:1 "));
-    CHECK(log_has(logs[2], "behind NAT or a firewall: the master sees us at 127.0.0.1:2 "));
+    CHECK(nat_log_has(logs[0], "the master sees us at 127.0.0.2:"));
+    CHECK(nat_log_has(logs[1], "behind NAT or a firewall: the master sees us at 127.0.0.1:1 "));
+    CHECK(nat_log_has(logs[2], "behind NAT or a firewall: the master sees us at 127.0.0.1:2 "));
     /* The ring follows the order the three joined: 0 -> 1 -> 2 or 0 -> 2 -> 1. */
     bool first1 = quiet_has(logs[1], "reversed edge: we dial ring neighbour 127.0.0.2:");
     int a = first1 ? 1 : 2, b = first1 ? 2 : 1; /* 0 -> a -> b -> 0 */
     char line[128];
-    CHECK(log_has(logs[a], "reversed edge: we dial ring neighbour 127.0.0.2:"));
+    CHECK(nat_log_has(logs[a], "reversed edge: we dial ring neighbour 127.0.0.2:"));
     snprintf(line, sizeof line, "reversed edge: ring neighbour 127.0.0.1:%d dials us", a);
-    CHECK(log_has(logs[0], line));
+    CHECK(nat_log_has(logs[0], line));
     snprintf(line, sizeof line, "relayed edge: the link to ring neighbour 127.0.0.1:%d ", b);
-    CHECK(log_has(logs[a], line));
+    CHECK(nat_log_has(logs[a], line));
     snprintf(line, sizeof line, "relayed edge: the link from ring neighbour 127.0.0.1:%d ", a);
-    CHECK(log_has(logs[b], line));
+    CHECK(nat_log_has(logs[b], line));
 
     /* A value that is no address: pcclConnect fails, the log says why. */
     REQUIRE(start(&peers[PEERS], PEERS, argv[2], port, advertise[PEERS]));
     CHECK(h_wait(&peers[PEERS], 20000) != 0);
-    CHECK(log_has(logs[PEERS], "PCCL_ADVERTISE_ADDRESS=not-an-address: not a numeric IP address"));
+    CHECK(nat_log_has(logs[PEERS], "PCCL_ADVERTISE_ADDRESS=not-an-address: not a numeric IP address"));
     h_kill(&master, SIGTERM);
     h_wait(&master, 10000);
     h_kill(&relay, SIGTERM);

@@ -27,14 +27,6 @@
 static h_proc_t peers[PEERS];
 static char logs[PEERS][96];
 
-static bool log_has(const char *path, const char *needle) {
-    char *text = h_read_file(path);
-    bool found = text != NULL && strstr(text, needle) != NULL;
-    if (!found) fprintf(stderr, "crowd_test: %s lacks '%s'\n", path, needle);
-    free(text);
-    return found;
-}
-
 static bool start(int i, const char *bin) {
     char shard[8];
     snprintf(shard, sizeof shard, "%d", i);
@@ -85,9 +77,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "crowd_test: %d peers (%d behind one router) ran %s steps in %ld ms; failed calls: %d\n", PEERS,
             NATED, STEPS, nat_now_ms() - t0, failed);
     for (int i = 1; i < PEERS; i++) CHECK_EQ_U64(hash[i], hash[0]);
-    CHECK(log_has(logs[1], "behind NAT or a firewall: the master sees us at 10.79.0.10:"));
-    CHECK(log_has(logs[0], "reversed edge: ring neighbour 10.79.0.10:") ||
-          log_has(logs[0], "reversed edge: we dial"));
+    CHECK(nat_log_has(logs[1], "behind NAT or a firewall: the master sees us at 10.79.0.10:"));
+    CHECK(nat_log_has(logs[0], "reversed edge: ring neighbour 10.79.0.10:") ||
+          nat_log_has(logs[0], "reversed edge: we dial"));
     h_kill(&master, SIGTERM);
     h_wait(&master, 10000);
     if (check_failures == 0) {

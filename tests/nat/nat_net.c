@@ -182,6 +182,14 @@ unsigned nat_check_steps(nat_peer_t *peers, int n) {
     return compared;
 }
 
+bool nat_log_has(const char *path, const char *needle) {
+    char *text = h_read_file(path);
+    bool found = text != NULL && strstr(text, needle) != NULL;
+    if (!found) fprintf(stderr, "%s lacks '%s'\n", path, needle);
+    free(text);
+    return found;
+}
+
 void nat_remove_logs(nat_peer_t *peers, int n) {
     for (int i = 0; i < n; i++)
         if (peers[i].log[0] != '\0') unlink(peers[i].log);

@@ -51,6 +51,8 @@ long nat_now_ms(void);
 const char *nat_master_addr(void);
 /* The master's log path. */
 const char *nat_master_log(void);
+/* Whether the file at path contains needle; one line on stderr when it does not. */
+bool nat_log_has(const char *path, const char *needle);
 /* Removes the logs (when every check passed). */
 void nat_remove_logs(nat_peer_t *peers, int n);
 

@@ -34,14 +34,6 @@ static bool all_at_target(void) {
     return true;
 }
 
-static bool log_has(const char *path, const char *needle) {
-    char *text = h_read_file(path);
-    bool found = text != NULL && strstr(text, needle) != NULL;
-    if (!found) fprintf(stderr, "relay_test: %s lacks '%s'\n", path, needle);
-    free(text);
-    return found;
-}
-
 static void admitted(int i, const char *name, const char *host) {
     watched = &peers[i];
     long t0 = nat_now_ms();
@@ -86,14 +78,14 @@ int main(int argc, char **argv) {
             peers[N1].errors);
     CHECK(compared > 0);
     for (int i = 0; i < NPEERS; i++) CHECK_EQ_U64(peers[i].errors, 0);
-    CHECK(log_has(peers[N0].log, "relayed edge: the link to ring neighbour 10.79.0.11:"));
-    CHECK(log_has(peers[N1].log, "relayed edge: the link from ring neighbour 10.79.0.10:"));
+    CHECK(nat_log_has(peers[N0].log, "relayed edge: the link to ring neighbour 10.79.0.11:"));
+    CHECK(nat_log_has(peers[N1].log, "relayed edge: the link from ring neighbour 10.79.0.10:"));
     h_kill(&master, SIGTERM);
     h_wait(&master, 10000);
     h_kill(&relay, SIGTERM);
     CHECK_EQ_U64(h_wait(&relay, 10000), 0);
-    CHECK(log_has(relay_log, "paired 10.79.0.1"));
-    CHECK(log_has(relay_log, "bytes relayed"));
+    CHECK(nat_log_has(relay_log, "paired 10.79.0.1"));
+    CHECK(nat_log_has(relay_log, "bytes relayed"));
     if (check_failures == 0) {
         nat_remove_logs(peers, NPEERS);
         unlink(relay_log);

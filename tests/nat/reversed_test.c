@@ -32,14 +32,6 @@ static unsigned target_step;
 static bool members_at_target(void) { return peers[A].steps >= target_step && peers[B].steps >= target_step; }
 static bool watched_at_target(void) { return watched->steps >= target_step; }
 
-static bool log_has(const char *path, const char *needle) {
-    char *text = h_read_file(path);
-    bool found = text != NULL && strstr(text, needle) != NULL;
-    if (!found) fprintf(stderr, "reversed_test: %s lacks '%s'\n", path, needle);
-    free(text);
-    return found;
-}
-
 /* A newcomer joins, is admitted and steps with the members, who lose no step meanwhile. */
 static void admitted(int i, const char *name, const char *host) {
     watched = &peers[i];
@@ -87,13 +79,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%u step hashes compared; failed calls: %d %d %d %d %d\n", compared, peers[A].errors,
             peers[B].errors, peers[NAT].errors, peers[FW].errors, peers[PUB].errors);
     for (int i = 0; i < NPEERS; i++) CHECK_EQ_U64(peers[i].errors, 0);
-    CHECK(log_has(peers[NAT].log, "behind NAT or a firewall: the master sees us at 10.79.0.10:"));
-    CHECK(log_has(peers[FW].log, "behind NAT or a firewall: the master sees us at 10.79.0.3:"));
-    CHECK(log_has(peers[PUB].log, "the master sees us at 10.79.0.4:"));
-    CHECK(log_has(peers[NAT].log, "reversed edge: we dial ring neighbour"));
-    CHECK(log_has(peers[FW].log, "reversed edge: ring neighbour") || log_has(peers[FW].log, "reversed edge: we dial"));
-    CHECK(log_has(nat_master_log(), "cannot be dialled at 10.79.0.10:"));
-    CHECK(log_has(nat_master_log(), "cannot be dialled at 10.79.0.3:"));
+    CHECK(nat_log_has(peers[NAT].log, "behind NAT or a firewall: the master sees us at 10.79.0.10:"));
+    CHECK(nat_log_has(peers[FW].log, "behind NAT or a firewall: the master sees us at 10.79.0.3:"));
+    CHECK(nat_log_has(peers[PUB].log, "the master sees us at 10.79.0.4:"));
+    CHECK(nat_log_has(peers[NAT].log, "reversed edge: we dial ring neighbour"));
+    CHECK(nat_log_has(peers[FW].log, "reversed edge: ring neighbour") || nat_log_has(peers[FW].log, "reversed edge: we dial"));
+    CHECK(nat_log_has(nat_master_log(), "cannot be dialled at 10.79.0.10:"));
+    CHECK(nat_log_has(nat_master_log(), "cannot be dialled at 10.79.0.3:"));
     h_kill(&master, SIGTERM);
     h_wait(&master, 10000);
     if (check_failures == 0) nat_remove_logs(peers, NPEERS);

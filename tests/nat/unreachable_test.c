@@ -35,13 +35,6 @@ static unsigned target_step;
 static bool members_at_target(void) { return peers[A].steps >= target_step && peers[B].steps >= target_step; }
 static bool watched_at_target(void) { return watched->steps >= target_step; }
 
-static bool log_has(const char *path, const char *needle) {
-    char *text = h_read_file(path);
-    bool found = text != NULL && strstr(text, needle) != NULL;
-    free(text);
-    return found;
-}
-
 /* A newcomer that cannot be dialled: pcclConnect fails with pcclRankConnectionFailed, its log
  * names where it was dialled and why, and the members step on meanwhile. */
 static void refused_newcomer(int i, const char *name, const char *host, const char *seen_at, const char *why,
@@ -61,9 +54,9 @@ static void refused_newcomer(int i, const char *name, const char *host, const ch
     CHECK_EQ_U64(peers[i].connect, 7); /* pcclRankConnectionFailed */
     CHECK_EQ_U64(h_wait(&peers[i].p, 10000), 5);
     peers[i].running = false;
-    CHECK(log_has(peers[i].log, "not admitted"));
-    CHECK(log_has(peers[i].log, seen_at));
-    CHECK(log_has(peers[i].log, why) || log_has(peers[i].log, or_why));
+    CHECK(nat_log_has(peers[i].log, "not admitted"));
+    CHECK(nat_log_has(peers[i].log, seen_at));
+    CHECK(nat_log_has(peers[i].log, why) || nat_log_has(peers[i].log, or_why));
     CHECK(peers[A].steps > before); /* they went on */
 }
 
