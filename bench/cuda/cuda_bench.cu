@@ -75,7 +75,7 @@ __global__ void fill_kernel(uint64_t *p, size_t n, uint64_t seed) {
 }
 
 // The hash's loads without its arithmetic: same blocks, same addresses, same load flavour.
-__global__ __launch_bounds__(256) void read_fold_kernel(const uint4 *__restrict__ p, unsigned long long *out) {
+__device__ __forceinline__ void read_fold_body(const uint4 *__restrict__ p, unsigned long long *out) {
     const uint4 *w = p + (size_t) blockIdx.x * 16384 + threadIdx.x;
     uint32_t acc = 0;
 #pragma unroll
@@ -91,25 +91,17 @@ __global__ __launch_bounds__(256) void read_fold_kernel(const uint4 *__restrict_
     if (threadIdx.x % 32 == 0) atomicAdd(out, (unsigned long long) acc);
 }
 
+__global__ __launch_bounds__(256) void read_fold_kernel(const uint4 *__restrict__ p, unsigned long long *out) {
+    read_fold_body(p, out);
+}
+
 // read_fold launched as the hash is (programmatic dependent launch), letting the next launch
 // start at once: consecutive launches' loads overlap wholly, the stricter baseline for a hash
 // whose next launch starts during its tail (cuda_simplehash.cu).
 __global__ __launch_bounds__(256) void read_fold_overlapped_kernel(const uint4 *__restrict__ p,
                                                                    unsigned long long *out) {
     cudaTriggerProgrammaticLaunchCompletion();
-    const uint4 *w = p + (size_t) blockIdx.x * 16384 + threadIdx.x;
-    uint32_t acc = 0;
-#pragma unroll
-    for (int r0 = 0; r0 < 64; r0 += 8) {
-        uint4 b[8];
-#pragma unroll
-        for (int q = 0; q < 8; q++) b[q] = __ldcs(w + (r0 + q) * 256);
-#pragma unroll
-        for (int q = 0; q < 8; q++) acc += b[q].x + b[q].y + b[q].z + b[q].w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
-    if (threadIdx.x % 32 == 0) atomicAdd(out, (unsigned long long) acc);
+    read_fold_body(p, out);
 }
 
 void read_fold_overlapped(unsigned blocks, const uint4 *p, unsigned long long *out, cudaStream_t stream) {

@@ -41,7 +41,8 @@
 #define PROGRESS_BYTES ((uint64_t) 64 << 20) /* fetches above this log progress lines */
 #define PROGRESS_MS 1000
 
-enum { U_TODO = 0, U_BUSY = 1, U_DONE = 2 };
+/* A unit: open (no thread has it), busy (a thread fetches it), done (arrived whole). */
+enum { U_OPEN = 0, U_BUSY = 1, U_DONE = 2 };
 
 typedef struct unit_t {
     uint32_t first, n; /* pieces */
@@ -121,7 +122,7 @@ static void add_piece(plan_t *pl, uint32_t f, const ccoip_ss_slot_t *s, uint64_t
     if (join) {
         pl->units[pl->nunits - 1].n++;
     } else {
-        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_TODO, s->bytes >= pl->range, true, -1, -1, f, 0};
+        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_OPEN, s->bytes >= pl->range, true, -1, -1, f, 0};
     }
     pl->units[pl->nunits - 1].host &= !s->device;
     pl->npieces++;
@@ -267,7 +268,7 @@ static int64_t take_unit(plan_t *pl, source_t *s, bool *stolen) {
         for (uint32_t u = pl->first_open; u < pl->nunits; u++) {
             unit_t *x = &pl->units[u];
             if ((x->mask & bit) == 0 || x->state == U_DONE) continue;
-            if (x->state == U_TODO) {
+            if (x->state == U_OPEN) {
                 x->state = U_BUSY;
                 x->owner = (int8_t) s->idx;
                 x->since = ccoip_now_ms();
@@ -311,7 +312,7 @@ static void finish_unit(plan_t *pl, source_t *s, int64_t u, bool ok, bool stolen
     if (x != NULL && stolen) x->thief = -1;
     if (x != NULL && !stolen) x->owner = -1;
     if (x != NULL && ok && x->state != U_DONE) unit_done(pl, x);
-    if (x != NULL && !ok && x->state == U_BUSY && x->owner < 0 && x->thief < 0) x->state = U_TODO;
+    if (x != NULL && !ok && x->state == U_BUSY && x->owner < 0 && x->thief < 0) x->state = U_OPEN;
     bool counts = ok || pl->ndone < pl->nunits; /* a copy cut after the end is no failure */
     if (!ok && counts) {
         pl->alive &= ~(1ull << s->idx);
