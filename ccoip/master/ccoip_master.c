@@ -279,7 +279,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 static void format_name(const struct sockaddr_storage *ss, char *out, size_t n, ccoip_inet_address_t *addr,
-                        bool *loopback) {
+                        uint16_t *port_out, bool *loopback) {
     char ip[64] = "?";
     int port = 0;
     memset(addr, 0, sizeof *addr);
@@ -308,6 +308,7 @@ static void format_name(const struct sockaddr_storage *ss, char *out, size_t n, 
             *loopback = memcmp(b, one, 16) == 0;
         }
     }
+    *port_out = (uint16_t) port;
     /* ip is at most 45 characters (INET6_ADDRSTRLEN): "ip:port" fits the 64-byte name. */
     ip[46] = '\0';
     snprintf(out, n, "%.46s:%u", ip, (unsigned) port & 0xffffu);
@@ -336,7 +337,7 @@ static void on_connection(uv_stream_t *server, int status) {
     int len = sizeof ss;
     memset(&ss, 0, sizeof ss);
     uv_tcp_getpeername(&mc->tcp, (struct sockaddr *) &ss, &len);
-    format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.loopback);
+    format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.port, &mc->c.loopback);
     m->st.now_ms = uv_now(&m->loop);
     if (!ccoip_mauth_may_connect(&m->st, &mc->c.addr, mc->c.name)) {
         uv_close((uv_handle_t *) &mc->tcp, on_closed);

@@ -210,6 +210,7 @@ static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
                                          ccoip_now_ms() + 10000, "the master", &ack);
     if (st != CCOIP_OK) return st;
     if (memcmp(&ack.uuid, &comm->uuid, sizeof ack.uuid) != 0) return CCOIP_ERR_TIMEOUT; /* held by our old connection */
+    ccoip_punch_map(comm); /* a new master knows nothing of our ports */
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_REJOIN;
@@ -465,6 +466,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
         return pcclMasterConnectionFailed;
     }
     comm->uuid = ack.uuid;
+    ccoip_punch_map(comm);
     ccoip_packet_t p;
     if (ccoip_peer_fingerprint_wanted()) {
         ccoip_fp_entry_t entries[CCOIP_MAX_FP_ENTRIES];
