@@ -68,6 +68,14 @@ uint16_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_
     return relayed(from, to, relay) ? CCOIP_PEER_RX_RELAYED : 0;
 }
 
+const char *ccoip_mreach_edge_kind(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    uint16_t f = ccoip_mreach_tx_flags(from, to, relay);
+    return f == CCOIP_PEER_TX_REVERSED ? "reversed"
+           : f == CCOIP_PEER_TX_PUNCHED ? "punched"
+           : f == CCOIP_PEER_TX_RELAYED ? "relayed"
+                                        : "direct";
+}
+
 /* Whether two unreachable members of the group at places[0..k) are neighbours (the ring closes). */
 static bool has_blind_edge(ccoip_mclient_t **ring, const size_t *places, size_t k) {
     for (size_t i = 0; i < k && k > 1; i++)

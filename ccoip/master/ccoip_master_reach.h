@@ -44,6 +44,10 @@ bool ccoip_mreach_punched(const ccoip_mclient_t *from, const ccoip_mclient_t *to
 uint16_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
 uint16_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
 
+/* How the edge from -> to is made, for the status page and logs: "direct", "reversed",
+ * "punched" or "relayed" (as ccoip_mreach_tx_flags decides it). */
+const char *ccoip_mreach_edge_kind(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
+
 /* Reorders each peer group's members in ring (their places in it kept) so that no two
  * unreachable ones of different sites are neighbours, where the group has as many reachable ones
  * as such sites; a group without such neighbours keeps its order. True when anything moved. */
