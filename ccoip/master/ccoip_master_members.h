@@ -111,6 +111,10 @@ typedef struct ccoip_mclient_t {
     bool querying;      /* a C2M_SHARED_STATE_QUERY waits for its answer, */
     uint64_t query_rev; /* about this revision */
     uint8_t auth_expect[CCOIP_MAC_LEN]; /* PROVING: the MAC its AUTH must carry */
+    /* An encrypted run (--encrypt): the connection's keys from its handshake, and whether its
+     * packets are sealed from now on (set with the AUTH_RESULT; the I/O layer switches). */
+    ccoip_session_t sess;
+    bool seal_now;
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
     struct pcclDeterminismFingerprint_t *fp; /* C2M_FINGERPRINT, if it sent one (ccoip_master_fp.c) */

@@ -11,6 +11,7 @@
 
 #include "ccoip/peer/ccoip_abort.h"
 #include "ccoip/peer/ccoip_datalink.h"
+#include "ccoip/net/ccoip_chan.h"
 #include "ccoip/net/ccoip_listener.h"
 #include "ccoip/peer/ccoip_p2p.h"
 #include "ccoip/peer/ccoip_punch.h"
@@ -135,6 +136,9 @@ struct pcclComm_t {
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */
     int master_fd;
+    /* Its packets, sealed on an encrypted run (ccoip_chan.h): the sending half under send_lock,
+     * the receiving half the link thread's; replaced with master_fd under both locks. */
+    ccoip_chan_t master_chan;
     ccoip_punch_t punch; /* hole punching's two ports (link thread at REJOIN, API thread otherwise) */
     /* The connection a reconnection is handshaking (relink), -1 when none: link_close shuts it
      * down so that a silent master cannot hold the teardown for the handshake's deadline. Both

@@ -39,16 +39,19 @@ static bool map_one(pcclComm_t *comm, int which) {
     ccoip_hello_ack_t ack;
     ccoip_session_t sess = ccoip_comm_session(comm);
     st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_comm_key(comm), &sess, deadline, "the master", &ack);
-    ccoip_packet_t p;
-    memset(&p, 0, sizeof p);
-    p.type = CCOIP_PKT_C2M_PUNCH_MAP;
-    p.u.punch_map.owner = comm->uuid;
-    p.u.punch_map.which = (uint8_t) which;
-    if (st == CCOIP_OK) st = ccoip_conn_send(fd, &p);
+    ccoip_chan_t chan; /* sealed on an encrypted run, as every connection to the master */
+    if (st == CCOIP_OK && !ccoip_chan_init(&chan, &sess)) st = CCOIP_ERR_NOMEM;
     if (st == CCOIP_OK) {
+        ccoip_packet_t p;
+        memset(&p, 0, sizeof p);
+        p.type = CCOIP_PKT_C2M_PUNCH_MAP;
+        p.u.punch_map.owner = comm->uuid;
+        p.u.punch_map.which = (uint8_t) which;
+        st = ccoip_chan_send(&chan, fd, &p, NULL);
         ccoip_packet_t r;
-        st = ccoip_conn_recv(fd, &r, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
+        if (st == CCOIP_OK) st = ccoip_chan_recv(&chan, fd, &r, CCOIP_MAX_HANDSHAKE_PAYLOAD, deadline);
         if (st == CCOIP_OK) ccoip_packet_free(&r); /* nothing is sent on it: a wrong master */
+        ccoip_chan_free(&chan);
     }
     ccoip_sock_close(fd);
     return st == CCOIP_ERR_CLOSED;
