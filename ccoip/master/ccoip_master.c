@@ -226,6 +226,7 @@ static bool buffer_append(mconn_t *mc, const uint8_t *p, size_t n, size_t limit)
 }
 
 static bool rec_append(mconn_t *mc, const uint8_t *p, size_t n) {
+    if (n == 0) return true; /* rec may still be NULL */
     if (mc->rlen + n > mc->rcap) {
         size_t cap = mc->rcap == 0 ? 4096 : mc->rcap;
         while (cap < mc->rlen + n) cap *= 2;
@@ -277,7 +278,7 @@ static bool process_records(struct pcclMasterInstanceState_t *m, mconn_t *mc) {
         }
     }
     if (mc->closing) return false;
-    memmove(mc->rec, mc->rec + pos, mc->rlen - pos);
+    if (pos > 0) memmove(mc->rec, mc->rec + pos, mc->rlen - pos);
     mc->rlen -= pos;
     return true;
 }
