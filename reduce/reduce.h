@@ -258,7 +258,16 @@ typedef struct reduce_ring_params {
      * prev; the frames take the same streams either way. */
     uint32_t lanes;                    /* <= REDUCE_RING_MAX_LANES */
     const reduce_link_t *next_lanes, *prev_lanes;
+    /* One phase only, for reduce_2d.c (needs world_size >= 2 and no stage):
+     * REDUCE_RING_SCATTER runs steps 0 .. N-2 and leaves rank r's chunk r combined over the ring
+     * in recvbuf, without Avg's division (other chunks: scratch); REDUCE_RING_GATHER runs steps
+     * N-1 .. 2N-3 and spreads each rank's chunk r of recvbuf (quantized: encoded once by its
+     * owner, who decodes it back) into everyone's recvbuf. REDUCE_RING_BOTH (0): the all-reduce. */
+    uint32_t phases;
+    uint32_t avg_divisor;              /* Avg divides by this; 0: world_size */
 } reduce_ring_params_t;
+
+enum { REDUCE_RING_BOTH = 0, REDUCE_RING_SCATTER = 1, REDUCE_RING_GATHER = 2 };
 
 typedef struct reduce_ring_stats {
     uint64_t tx_bytes; /* payload bytes of completed sends (quantized: headers and codes) */
@@ -285,5 +294,48 @@ int reduce_ring_allreduce(const reduce_ring_params_t *params, const void *sendbu
  * cut into world_size chunks: the first count % world_size chunks get one element more. */
 void reduce_ring_chunk(size_t count, size_t elem_size, uint32_t world_size, uint32_t c,
                        size_t *start, size_t *len);
+
+/* ---- Two-level (2-D) all-reduce (README.md "The 2-D schedule") ---------------------------- */
+
+/* The grid over the ring order: positions 0 .. rows*cols-1 form rows of `cols` consecutive
+ * positions; the last `extras` positions each fold into one grid peer. */
+typedef struct reduce_2d_shape {
+    uint32_t rows, cols, extras;
+} reduce_2d_shape_t;
+
+/* The grid for n peers with the fewest steps, 2(cols-1) + 2(rows-1) (+2 with extras); ties: fewer
+ * extras, then the wider rows. Returns 1, or 0 (shape zeroed) when no grid beats the ring's
+ * 2(n-1) steps (n < 4). A function of n only: every peer picks the same grid. */
+int reduce_2d_shape(uint32_t n, reduce_2d_shape_t *shape);
+
+/* Ring steps of one small op: 2(n-1) for the ring, the grid's count for a shape. */
+uint32_t reduce_2d_steps(const reduce_2d_shape_t *shape);
+
+#define REDUCE_2D_NONE UINT32_MAX
+
+/* Position pos's neighbours (positions): row and column rings (REDUCE_2D_NONE for an extra) and
+ * its fold partner (an extra's grid peer; a grid peer's extra; REDUCE_2D_NONE when none). */
+typedef struct reduce_2d_role {
+    uint32_t row, col;
+    uint32_t row_next, row_prev, col_next, col_prev, fold;
+} reduce_2d_role_t;
+void reduce_2d_role(const reduce_2d_shape_t *shape, uint32_t pos, reduce_2d_role_t *out);
+
+/* Sends go to *_next and fold_tx, receives come from *_prev and fold_rx; the links of roles a
+ * position does not have are ignored (ops may be NULL). */
+typedef struct reduce_2d_links {
+    reduce_link_t row_next, row_prev, col_next, col_prev, fold_tx, fold_rx;
+} reduce_2d_links_t;
+
+/* All-reduce over the grid: an extra's input folds into its grid peer, each row reduce-scatters,
+ * each column all-reduces its shard, each row all-gathers, the extra gets the result back.
+ * p: rank = position in the ring order, world_size = n (= rows*cols + extras); tag, cache,
+ * abort_flag, doorbell, subchunk_bytes, window, poll_us, quantization as for the ring; next,
+ * prev, lanes and probe are ignored; stage must be NULL. Same contract and results as
+ * reduce_ring_allreduce (every peer bit-identical; sendbuf never written). */
+int reduce_2d_allreduce(const reduce_ring_params_t *p, const reduce_2d_shape_t *shape,
+                        const reduce_2d_links_t *links, const void *sendbuf, void *recvbuf,
+                        size_t count, pcclDataType_t dtype, pcclRedOp_t op,
+                        reduce_ring_stats_t *stats);
 
 #endif /* PCCL_REDUCE_H */
