@@ -338,4 +338,39 @@ int reduce_2d_allreduce(const reduce_ring_params_t *p, const reduce_2d_shape_t *
                         size_t count, pcclDataType_t dtype, pcclRedOp_t op,
                         reduce_ring_stats_t *stats);
 
+/* ---- Which all-reduce: the ring or the grid (README.md "Choosing") ----------------------- */
+
+typedef enum reduce_algo {
+    REDUCE_ALGO_AUTO = 0, /* the model decides */
+    REDUCE_ALGO_RING = 1,
+    REDUCE_ALGO_2D = 2
+} reduce_algo_t;
+
+/* What the model knows of the links: the time one ring step costs beyond its bytes (a one-way
+ * delay plus the per-step overhead) and a link's rate. Every peer must be given the same. */
+typedef struct reduce_model {
+    double step_s;
+    double rate_Bps;
+} reduce_model_t;
+
+/* Predicted seconds for `bytes` (on the wire: quantized size when quantized) over n peers:
+ * ring 2(n-1) (step + bytes/n / rate); grid 2(cols-1) + 2(rows-1) steps of their shares, plus a
+ * fold of the whole buffer each way (2 (step + bytes / rate)) when it has extras. */
+double reduce_model_ring_s(uint32_t n, double bytes, const reduce_model_t *m);
+double reduce_model_2d_s(const reduce_2d_shape_t *shape, double bytes, const reduce_model_t *m);
+
+/* The grid's predicted time must be at most this share of the ring's before AUTO takes it: the
+ * model leaves out the grid's phase boundaries, where its pipeline drains and refills. */
+#define REDUCE_2D_MARGIN 0.9
+
+/* The algorithm for one op: `forced` unless AUTO; AUTO picks the grid when reduce_2d_shape has
+ * one for n and reduce_model_2d_s <= REDUCE_2D_MARGIN x reduce_model_ring_s. A forced grid with
+ * no shape (n < 4) is the ring. *shape: the grid (zeroed for the ring). A pure function: peers
+ * given the same arguments pick the same. */
+reduce_algo_t reduce_2d_pick(uint32_t n, double bytes, const reduce_model_t *m, reduce_algo_t forced,
+                             reduce_2d_shape_t *shape);
+
+/* "ring", "2d", "auto" (any case) to *out: 0, else -1 (nothing written). */
+int reduce_algo_parse(const char *s, reduce_algo_t *out);
+
 #endif /* PCCL_REDUCE_H */
