@@ -295,55 +295,67 @@ int reduce_ring_allreduce(const reduce_ring_params_t *params, const void *sendbu
 void reduce_ring_chunk(size_t count, size_t elem_size, uint32_t world_size, uint32_t c,
                        size_t *start, size_t *len);
 
-/* ---- Two-level (2-D) all-reduce (README.md "The 2-D schedule") ---------------------------- */
+/* ---- The grid all-reduce (README.md "The grid schedule") --------------------------------- */
 
-/* The grid over the ring order: positions 0 .. rows*cols-1 form rows of `cols` consecutive
- * positions; the last `extras` positions each fold into one grid peer. */
-typedef struct reduce_2d_shape {
-    uint32_t rows, cols, extras;
-} reduce_2d_shape_t;
+#define REDUCE_GRID_MAX_DIMS 16
 
-/* The grid for n peers with the fewest steps, 2(cols-1) + 2(rows-1) (+2 with extras); ties: fewer
- * extras, then the wider rows. Returns 1, or 0 (shape zeroed) when no grid beats the ring's
- * 2(n-1) steps (n < 4). A function of n only: every peer picks the same grid. */
-int reduce_2d_shape(uint32_t n, reduce_2d_shape_t *shape);
+/* The grid over the ring order: positions 0 .. grid-1 form a mixed-radix grid, dimension 0 the
+ * fastest-varying (its rings are runs of size[0] consecutive positions); the last `extras`
+ * positions (at most `grid`) each fold into one grid peer. */
+typedef struct reduce_grid_shape {
+    uint32_t ndims;
+    uint32_t size[REDUCE_GRID_MAX_DIMS]; /* each >= 2, non-increasing */
+    uint32_t grid, extras;
+} reduce_grid_shape_t;
 
-/* Ring steps of one small op: 2(n-1) for the ring, the grid's count for a shape. */
-uint32_t reduce_2d_steps(const reduce_2d_shape_t *shape);
+/* The grid for n peers with the fewest steps, sum of 2(size[d]-1) (+2 with extras), using at
+ * most max_dims dimensions (0: REDUCE_GRID_MAX_DIMS; g's prime factors, spread over fewer
+ * dimensions when too many) and at most max_extras extras; ties: fewer extras. Returns 1, or 0
+ * (shape zeroed) when no grid beats the ring's 2(n-1) steps. A function of its arguments only:
+ * every peer picks the same grid. */
+int reduce_grid_shape(uint32_t n, uint32_t max_dims, uint32_t max_extras, reduce_grid_shape_t *shape);
 
-#define REDUCE_2D_NONE UINT32_MAX
+/* Steps of one op over the shape: sum of 2(size[d]-1), +2 with extras. */
+uint32_t reduce_grid_steps(const reduce_grid_shape_t *shape);
 
-/* Position pos's neighbours (positions): row and column rings (REDUCE_2D_NONE for an extra) and
- * its fold partner (an extra's grid peer; a grid peer's extra; REDUCE_2D_NONE when none). */
-typedef struct reduce_2d_role {
-    uint32_t row, col;
-    uint32_t row_next, row_prev, col_next, col_prev, fold;
-} reduce_2d_role_t;
-void reduce_2d_role(const reduce_2d_shape_t *shape, uint32_t pos, reduce_2d_role_t *out);
+#define REDUCE_GRID_NONE UINT32_MAX
 
-/* Sends go to *_next and fold_tx, receives come from *_prev and fold_rx; the links of roles a
+/* Position pos in the grid: its coordinates, each dimension's ring neighbours (positions), and
+ * its fold partner (an extra's grid peer, a grid peer's extra, or REDUCE_GRID_NONE). An extra
+ * has extra = 1 and no coordinates or ring neighbours. */
+typedef struct reduce_grid_role {
+    int extra;
+    uint32_t coord[REDUCE_GRID_MAX_DIMS];
+    uint32_t next[REDUCE_GRID_MAX_DIMS], prev[REDUCE_GRID_MAX_DIMS];
+    uint32_t fold;
+} reduce_grid_role_t;
+void reduce_grid_role(const reduce_grid_shape_t *shape, uint32_t pos, reduce_grid_role_t *out);
+
+/* Sends go to next[d] and fold_tx, receives come from prev[d] and fold_rx; the links of roles a
  * position does not have are ignored (ops may be NULL). */
-typedef struct reduce_2d_links {
-    reduce_link_t row_next, row_prev, col_next, col_prev, fold_tx, fold_rx;
-} reduce_2d_links_t;
+typedef struct reduce_grid_links {
+    reduce_link_t next[REDUCE_GRID_MAX_DIMS], prev[REDUCE_GRID_MAX_DIMS];
+    reduce_link_t fold_tx, fold_rx;
+} reduce_grid_links_t;
 
-/* All-reduce over the grid: an extra's input folds into its grid peer, each row reduce-scatters,
- * each column all-reduces its shard, each row all-gathers, the extra gets the result back.
- * p: rank = position in the ring order, world_size = n (= rows*cols + extras); tag, cache,
+/* All-reduce over the grid: an extra's input folds into its grid peer; reduce-scatter along
+ * dimensions 0 .. D-2 (each on the shard the previous one left), all-reduce of the last shard
+ * along dimension D-1, all-gather back along D-2 .. 0; the extra gets the result back.
+ * p: rank = position in the ring order, world_size = n (= grid + extras); tag, cache,
  * abort_flag, doorbell, subchunk_bytes, window, poll_us, quantization as for the ring; next,
  * prev, lanes and probe are ignored; stage must be NULL. Same contract and results as
  * reduce_ring_allreduce (every peer bit-identical; sendbuf never written). */
-int reduce_2d_allreduce(const reduce_ring_params_t *p, const reduce_2d_shape_t *shape,
-                        const reduce_2d_links_t *links, const void *sendbuf, void *recvbuf,
-                        size_t count, pcclDataType_t dtype, pcclRedOp_t op,
-                        reduce_ring_stats_t *stats);
+int reduce_grid_allreduce(const reduce_ring_params_t *p, const reduce_grid_shape_t *shape,
+                          const reduce_grid_links_t *links, const void *sendbuf, void *recvbuf,
+                          size_t count, pcclDataType_t dtype, pcclRedOp_t op,
+                          reduce_ring_stats_t *stats);
 
 /* ---- Which all-reduce: the ring or the grid (README.md "Choosing") ----------------------- */
 
 typedef enum reduce_algo {
     REDUCE_ALGO_AUTO = 0, /* the model decides */
     REDUCE_ALGO_RING = 1,
-    REDUCE_ALGO_2D = 2
+    REDUCE_ALGO_GRID = 2
 } reduce_algo_t;
 
 /* What the model knows of the links: the time one ring step costs beyond its bytes (a one-way
@@ -354,23 +366,26 @@ typedef struct reduce_model {
 } reduce_model_t;
 
 /* Predicted seconds for `bytes` (on the wire: quantized size when quantized) over n peers:
- * ring 2(n-1) (step + bytes/n / rate); grid 2(cols-1) + 2(rows-1) steps of their shares, plus a
- * fold of the whole buffer each way (2 (step + bytes / rate)) when it has extras. */
+ * ring 2(n-1) (step + bytes/n / rate); grid, per dimension d with the shard s_d it works on
+ * (bytes / (size[0] ... size[d-1])), 2(size[d]-1) (step + s_d/size[d] / rate), plus a fold of the
+ * whole buffer each way (2 (step + bytes / rate)) when it has extras. */
 double reduce_model_ring_s(uint32_t n, double bytes, const reduce_model_t *m);
-double reduce_model_2d_s(const reduce_2d_shape_t *shape, double bytes, const reduce_model_t *m);
+double reduce_model_grid_s(const reduce_grid_shape_t *shape, double bytes, const reduce_model_t *m);
 
 /* The grid's predicted time must be at most this share of the ring's before AUTO takes it: the
  * model leaves out the grid's phase boundaries, where its pipeline drains and refills. */
-#define REDUCE_2D_MARGIN 0.9
+#define REDUCE_GRID_MARGIN 0.9
 
-/* The algorithm for one op: `forced` unless AUTO; AUTO picks the grid when reduce_2d_shape has
- * one for n and reduce_model_2d_s <= REDUCE_2D_MARGIN x reduce_model_ring_s. A forced grid with
- * no shape (n < 4) is the ring. *shape: the grid (zeroed for the ring). A pure function: peers
- * given the same arguments pick the same. */
-reduce_algo_t reduce_2d_pick(uint32_t n, double bytes, const reduce_model_t *m, reduce_algo_t forced,
-                             reduce_2d_shape_t *shape);
+/* The algorithm for one op: `forced` unless AUTO. The grid is the faster by the model of two
+ * shapes, the fewest steps (reduce_grid_shape(n, 0, UINT32_MAX)) and the fewest steps without
+ * extras (reduce_grid_shape(n, 0, 0)); AUTO takes it when its reduce_model_grid_s <=
+ * REDUCE_GRID_MARGIN x reduce_model_ring_s. A forced grid with no shape (n < 4) is the ring.
+ * *shape: the grid (zeroed for the ring). A pure function: peers given the same arguments pick
+ * the same. */
+reduce_algo_t reduce_grid_pick(uint32_t n, double bytes, const reduce_model_t *m, reduce_algo_t forced,
+                               reduce_grid_shape_t *shape);
 
-/* "ring", "2d", "auto" (any case) to *out: 0, else -1 (nothing written). */
+/* "ring", "grid" (or "2d"), "auto", any case, to *out: 0; else -1 (nothing written). */
 int reduce_algo_parse(const char *s, reduce_algo_t *out);
 
 #endif /* PCCL_REDUCE_H */

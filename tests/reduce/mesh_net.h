@@ -1,4 +1,4 @@
-/* mesh_net.h -- in-memory links between any two of n simulated peers, for the 2-D all-reduce:
+/* mesh_net.h -- in-memory links between any two of n simulated peers, for the grid all-reduce:
  * one two-peer memnet per pair (reduce_memlink.h), made when first asked for. Each peer keeps its
  * own abort flag and doorbell; a link's wait sleeps on its pair's condition, so a completion on
  * another pair is seen at the next poll (tests use a short poll_us). */
@@ -6,11 +6,12 @@
 #define PCCL_TESTS_REDUCE_MESH_NET_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "reduce/reduce.h"
 #include "reduce/reduce_memlink.h"
 
-#define MESH_MAX 20
+#define MESH_MAX 40
 
 typedef struct mesh {
     uint32_t n;
@@ -62,21 +63,19 @@ static inline void mesh_destroy(mesh_t *m) {
     free(m);
 }
 
-/* Peer pos's 2-D links for shape s. */
-static inline int mesh_2d_links(mesh_t *m, const reduce_2d_shape_t *s, uint32_t pos,
-                                reduce_2d_links_t *l, const reduce_memnet_opts_t *opts) {
-    reduce_2d_role_t ro;
-    reduce_2d_role(s, pos, &ro);
+/* Peer pos's grid links for shape s. */
+static inline int mesh_grid_links(mesh_t *m, const reduce_grid_shape_t *s, uint32_t pos, reduce_grid_links_t *l,
+                                  const reduce_memnet_opts_t *opts) {
+    reduce_grid_role_t ro;
+    reduce_grid_role(s, pos, &ro);
     reduce_link_t unused;
-    *l = (reduce_2d_links_t){0};
+    memset(l, 0, sizeof *l);
     int rc = 0;
-    if (ro.row_next != REDUCE_2D_NONE) {
-        rc |= mesh_links(m, pos, ro.row_next, &l->row_next, &unused, opts);
-        rc |= mesh_links(m, pos, ro.row_prev, &unused, &l->row_prev, opts);
-        rc |= mesh_links(m, pos, ro.col_next, &l->col_next, &unused, opts);
-        rc |= mesh_links(m, pos, ro.col_prev, &unused, &l->col_prev, opts);
+    for (uint32_t d = 0; d < s->ndims && !ro.extra; d++) {
+        rc |= mesh_links(m, pos, ro.next[d], &l->next[d], &unused, opts);
+        rc |= mesh_links(m, pos, ro.prev[d], &unused, &l->prev[d], opts);
     }
-    if (ro.fold != REDUCE_2D_NONE) rc |= mesh_links(m, pos, ro.fold, &l->fold_tx, &l->fold_rx, opts);
+    if (ro.fold != REDUCE_GRID_NONE) rc |= mesh_links(m, pos, ro.fold, &l->fold_tx, &l->fold_rx, opts);
     return rc;
 }
 
