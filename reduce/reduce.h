@@ -298,6 +298,7 @@ void reduce_ring_chunk(size_t count, size_t elem_size, uint32_t world_size, uint
 /* ---- The grid all-reduce (README.md "The grid schedule") --------------------------------- */
 
 #define REDUCE_GRID_MAX_DIMS 16
+#define REDUCE_GRID_MAX_PEERS 65536u
 
 /* The grid over the ring order: positions 0 .. grid-1 form a mixed-radix grid, dimension 0 the
  * fastest-varying (its rings are runs of size[0] consecutive positions); the last `extras`
@@ -311,7 +312,8 @@ typedef struct reduce_grid_shape {
 /* The grid for n peers with the fewest steps, sum of 2(size[d]-1) (+2 with extras), using at
  * most max_dims dimensions (0: REDUCE_GRID_MAX_DIMS; g's prime factors, spread over fewer
  * dimensions when too many) and at most max_extras extras; ties: fewer extras. Returns 1, or 0
- * (shape zeroed) when no grid beats the ring's 2(n-1) steps. A function of its arguments only:
+ * (shape zeroed) when no grid beats the ring's 2(n-1) steps, or n > REDUCE_GRID_MAX_PEERS (the
+ * search factors every size from n down to n/2). A function of its arguments only:
  * every peer picks the same grid. */
 int reduce_grid_shape(uint32_t n, uint32_t max_dims, uint32_t max_extras, reduce_grid_shape_t *shape);
 
@@ -343,8 +345,9 @@ typedef struct reduce_grid_links {
  * along dimension D-1, all-gather back along D-2 .. 0; the extra gets the result back.
  * p: rank = position in the ring order, world_size = n (= grid + extras); tag, cache,
  * abort_flag, doorbell, subchunk_bytes, window, poll_us, quantization as for the ring; next,
- * prev, lanes and probe are ignored; stage must be NULL. Same contract and results as
- * reduce_ring_allreduce (every peer bit-identical; sendbuf never written). */
+ * prev, lanes and probe are ignored; stage must be NULL. The contract of reduce_ring_allreduce
+ * (every peer bit-identical, sendbuf never written, the same status codes), with the reduction
+ * order README.md gives for the grid. */
 int reduce_grid_allreduce(const reduce_ring_params_t *p, const reduce_grid_shape_t *shape,
                           const reduce_grid_links_t *links, const void *sendbuf, void *recvbuf,
                           size_t count, pcclDataType_t dtype, pcclRedOp_t op,

@@ -50,7 +50,7 @@ static uint32_t factor(uint32_t g, uint32_t max_dims, uint32_t *f) {
 int reduce_grid_shape(uint32_t n, uint32_t max_dims, uint32_t max_extras, reduce_grid_shape_t *out) {
     memset(out, 0, sizeof *out);
     if (max_dims == 0 || max_dims > REDUCE_GRID_MAX_DIMS) max_dims = REDUCE_GRID_MAX_DIMS;
-    if (n < 4) return 0;
+    if (n < 4 || n > REDUCE_GRID_MAX_PEERS) return 0;
     uint32_t best = 2 * (n - 1);
     /* Larger grids first: on equal steps the one with fewer extras (folds) stays. */
     for (uint32_t g = n; g >= 4 && 2 * (uint64_t) g >= n && n - g <= max_extras; g--) {

@@ -3,6 +3,7 @@
  * switch to shared-memory pipes after a first op unless PCCL_SHM=0). Shapes 9 = 3 x 3,
  * 10 = 2 x 2 x 2 and two extras, 10 = 5 x 2, 12 = 3 x 2 x 2. Checked:
  *   - int32 Sum, 100,003 elements: every peer exact, three ops in a row (over TCP, then pipes);
+ *     the second and third take no new block from the cache (steady state: no allocation);
  *   - float32 Sum, bfloat16 Avg and float32 quantized to uint8: every peer bit-identical;
  *   - a peer that never starts, its links broken after 50 ms and every abort flag raised (as
  *     the master would): every other peer returns an error within 2 s. */
@@ -40,7 +41,7 @@ typedef struct net {
     ccoip_datalink_t *tx[MAXN][MAXN], *rx[MAXN][MAXN]; /* tx[a][b]: a's link to b; rx[b][a]: b's from a */
     int tx_fd[MAXN][MAXN], rx_fd[MAXN][MAXN];
     peer_t peers[MAXN];
-    reduce_cache_t *cache;
+    reduce_cache_t *cache[MAXN]; /* one per peer, as each process has its own */
 } net_t;
 
 static void edge(net_t *g, uint32_t a, uint32_t b) {
@@ -54,7 +55,7 @@ static void net_open(net_t *g, uint32_t n, uint32_t max_dims, uint32_t max_extra
     memset(g, 0, sizeof *g);
     g->n = n;
     REQUIRE(reduce_grid_shape(n, max_dims, max_extras, &g->shape) == 1);
-    g->cache = reduce_cache_create();
+    for (uint32_t p = 0; p < n; p++) REQUIRE((g->cache[p] = reduce_cache_create()) != NULL);
     if (!shm) setenv("PCCL_SHM", "0", 1);
     for (uint32_t p = 0; p < n; p++) {
         reduce_grid_role_t ro;
@@ -80,7 +81,7 @@ static void net_links(net_t *g, uint64_t tag) {
             q->links.fold_tx = ccoip_datalink_link(g->tx[p][ro.fold]);
             q->links.fold_rx = ccoip_datalink_link(g->rx[p][ro.fold]);
         }
-        q->params = (reduce_ring_params_t){.rank = p, .world_size = g->n, .tag = tag, .cache = g->cache,
+        q->params = (reduce_ring_params_t){.rank = p, .world_size = g->n, .tag = tag, .cache = g->cache[p],
                                            .abort_flag = &q->abort_flag, .doorbell = &q->doorbell};
     }
 }
@@ -94,10 +95,12 @@ static void net_close(net_t *g) {
                 close(g->tx_fd[a][b]);
                 close(g->rx_fd[b][a]);
             }
-    reduce_cache_stats_t st;
-    reduce_cache_get_stats(g->cache, &st);
-    CHECK_EQ_U64(st.blocks_in_use, 0);
-    reduce_cache_destroy(g->cache);
+    for (uint32_t p = 0; p < g->n; p++) {
+        reduce_cache_stats_t st;
+        reduce_cache_get_stats(g->cache[p], &st);
+        CHECK_EQ_U64(st.blocks_in_use, 0);
+        reduce_cache_destroy(g->cache[p]);
+    }
 }
 
 static const reduce_grid_shape_t *cur_shape;
@@ -222,6 +225,12 @@ static void stalled_peer(net_t *g, uint32_t victim, uint64_t tag) {
     for (uint32_t p = 0; p < g->n; p++) free(buf[p]);
 }
 
+static uint64_t cache_allocs(reduce_cache_t *c) {
+    reduce_cache_stats_t st;
+    reduce_cache_get_stats(c, &st);
+    return st.system_allocs;
+}
+
 int main(void) {
     /* n, max_dims, max_extras, shm, victim */
     static const uint32_t cases[][5] = {{9, 0, 0, 1, 4}, {10, 0, 99, 1, 9}, {10, 2, 0, 0, 3}, {12, 0, 0, 1, 11}};
@@ -230,7 +239,11 @@ int main(void) {
         net_t *g = calloc(1, sizeof *g);
         REQUIRE(g != NULL);
         net_open(g, cases[k][0], cases[k][1], cases[k][2] == 99 ? UINT32_MAX : cases[k][2], (int) cases[k][3]);
-        for (int r = 0; r < 3; r++) exact_int_sum(g, tag++);
+        uint64_t allocs[MAXN];
+        exact_int_sum(g, tag++);
+        for (uint32_t p = 0; p < g->n; p++) allocs[p] = cache_allocs(g->cache[p]);
+        for (int r = 0; r < 2; r++) exact_int_sum(g, tag++);
+        for (uint32_t p = 0; p < g->n; p++) CHECK_EQ_U64(cache_allocs(g->cache[p]), allocs[p]);
         identical(g, pcclFloat, pcclSum, NULL, tag++);
         identical(g, pcclBFloat16, pcclAvg, NULL, tag++);
         pcclQuantizationOptions_t q8 = {.quantized_datatype = pcclUint8, .algorithm = pcclQuantMinMax};
