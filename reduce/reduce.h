@@ -258,7 +258,7 @@ typedef struct reduce_ring_params {
      * prev; the frames take the same streams either way. */
     uint32_t lanes;                    /* <= REDUCE_RING_MAX_LANES */
     const reduce_link_t *next_lanes, *prev_lanes;
-    /* One phase only, for reduce_2d.c (needs world_size >= 2 and no stage):
+    /* One phase only, for reduce_grid.c (needs world_size >= 2 and no stage):
      * REDUCE_RING_SCATTER runs steps 0 .. N-2 and leaves rank r's chunk r combined over the ring
      * in recvbuf, without Avg's division (other chunks: scratch); REDUCE_RING_GATHER runs steps
      * N-1 .. 2N-3 and spreads each rank's chunk r of recvbuf (quantized: encoded once by its

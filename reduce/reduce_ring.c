@@ -147,7 +147,7 @@ static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void
     if (p->subchunk_bytes > MAX_SUBCHUNK || p->window > REDUCE_RING_MAX_WINDOW ||
         p->lanes > REDUCE_RING_MAX_LANES || p->phases > REDUCE_RING_GATHER)
         return REDUCE_EINVAL;
-    /* One phase alone serves reduce_2d.c, which stages nothing. */
+    /* One phase alone serves reduce_grid.c, which stages nothing. */
     if (p->phases != REDUCE_RING_BOTH && (p->stage != NULL || p->world_size < 2)) return REDUCE_EINVAL;
     if (p->world_size > 1) {
         if (p->next.ops == NULL || p->prev.ops == NULL || p->cache == NULL ||

@@ -22,7 +22,7 @@
 
 static reduce_cache_t *cache;
 
-typedef struct run2d {
+typedef struct grid_run {
     reduce_ring_params_t p;
     reduce_grid_shape_t s;
     reduce_grid_links_t l;
@@ -33,22 +33,22 @@ typedef struct run2d {
     int rc, stall;
     double t_end;
     pthread_t th;
-} run2d_t;
+} grid_run_t;
 
-static void *run2d_main(void *arg) {
-    run2d_t *r = arg;
+static void *grid_main(void *arg) {
+    grid_run_t *r = arg;
     r->rc = reduce_grid_allreduce(&r->p, &r->s, &r->l, r->send, r->recv, r->count, r->dt, r->op, NULL);
     r->t_end = now_s();
     return NULL;
 }
 
-static void setup(mesh_t *m, run2d_t *runs, uint32_t n, uint32_t md, size_t count, pcclDataType_t dt,
+static void setup(mesh_t *m, grid_run_t *runs, uint32_t n, uint32_t md, size_t count, pcclDataType_t dt,
                   pcclRedOp_t op, const pcclQuantizationOptions_t *q, uint64_t tag) {
     reduce_grid_shape_t s;
     REQUIRE(reduce_grid_shape(n, md, md ? 1 : UINT32_MAX, &s) == 1);
     size_t esz = reduce_dtype_size(dt);
     for (uint32_t p = 0; p < n; p++) {
-        run2d_t *r = &runs[p];
+        grid_run_t *r = &runs[p];
         memset(r, 0, sizeof *r);
         r->s = s;
         REQUIRE(mesh_grid_links(m, &s, p, &r->l, NULL) == 0);
@@ -68,7 +68,7 @@ static void setup(mesh_t *m, run2d_t *runs, uint32_t n, uint32_t md, size_t coun
     }
 }
 
-static void teardown(run2d_t *runs, uint32_t n) {
+static void teardown(grid_run_t *runs, uint32_t n) {
     for (uint32_t p = 0; p < n; p++) {
         free(runs[p].send);
         free(runs[p].recv);
@@ -85,9 +85,9 @@ static void quant_case(uint32_t n, uint32_t md, pcclDataType_t dt, const pcclQua
     const size_t count = 5003;
     mesh_t *m = mesh_create(n);
     REQUIRE(m != NULL);
-    run2d_t runs[MESH_MAX];
+    grid_run_t runs[MESH_MAX];
     setup(m, runs, n, md, count, dt, op, q, tag);
-    for (uint32_t p = 0; p < n; p++) REQUIRE(pthread_create(&runs[p].th, NULL, run2d_main, &runs[p]) == 0);
+    for (uint32_t p = 0; p < n; p++) REQUIRE(pthread_create(&runs[p].th, NULL, grid_main, &runs[p]) == 0);
     for (uint32_t p = 0; p < n; p++) pthread_join(runs[p].th, NULL);
     size_t bytes = count * reduce_dtype_size(dt), far = 0;
     for (uint32_t p = 0; p < n; p++) {
@@ -124,7 +124,7 @@ static void fail_case(uint32_t n, uint32_t md, uint32_t victim, int stall, uint6
     const size_t count = 20000;
     mesh_t *m = mesh_create(n);
     REQUIRE(m != NULL);
-    run2d_t runs[MESH_MAX];
+    grid_run_t runs[MESH_MAX];
     reduce_grid_shape_t s;
     reduce_grid_shape(n, md, md ? 1 : UINT32_MAX, &s);
     reduce_grid_role_t ro;
@@ -135,7 +135,7 @@ static void fail_case(uint32_t n, uint32_t md, uint32_t victim, int stall, uint6
     if (!stall) REQUIRE(mesh_links(m, victim, other, &tx, &rx, &die) == 0);
     setup(m, runs, n, md, count, pcclFloat, pcclSum, NULL, tag);
     for (uint32_t p = 0; p < n; p++)
-        if (!(stall && p == victim)) REQUIRE(pthread_create(&runs[p].th, NULL, run2d_main, &runs[p]) == 0);
+        if (!(stall && p == victim)) REQUIRE(pthread_create(&runs[p].th, NULL, grid_main, &runs[p]) == 0);
     if (stall) {
         usleep(50000);
     } else {

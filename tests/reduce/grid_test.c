@@ -16,7 +16,7 @@
 
 static reduce_cache_t *cache;
 
-typedef struct run2d {
+typedef struct grid_run {
     reduce_ring_params_t p;
     reduce_grid_shape_t s;
     reduce_grid_links_t l;
@@ -28,10 +28,10 @@ typedef struct run2d {
     int rc;
     reduce_ring_stats_t st;
     pthread_t th;
-} run2d_t;
+} grid_run_t;
 
-static void *run2d_main(void *arg) {
-    run2d_t *r = arg;
+static void *grid_main(void *arg) {
+    grid_run_t *r = arg;
     r->rc = reduce_grid_allreduce(&r->p, &r->s, &r->l, r->send, r->recv, r->count, r->dt, r->op, &r->st);
     return NULL;
 }
@@ -91,7 +91,7 @@ static uint64_t expected_at(const reduce_grid_shape_t *s, uint32_t n, pcclDataTy
     return ref_finish(dt, op, partial(s, dt, op, s->ndims - 1, coord, own, i), n);
 }
 
-typedef struct case2d {
+typedef struct grid_case {
     uint32_t n;
     size_t count, sub;
     uint32_t window;
@@ -99,19 +99,19 @@ typedef struct case2d {
     pcclRedOp_t op;
     int inplace;
     uint32_t max_dims;
-} case2d_t;
+} grid_case_t;
 
-static void run_case(const case2d_t *c, uint64_t tag) {
+static void run_case(const grid_case_t *c, uint64_t tag) {
     uint32_t n = c->n;
     size_t esz = ref_esz(c->dt), bytes = c->count * esz;
     mesh_t *m = mesh_create(n);
     REQUIRE(m != NULL);
-    run2d_t runs[MESH_MAX];
+    grid_run_t runs[MESH_MAX];
     void *orig[MESH_MAX];
     reduce_grid_shape_t s;
     REQUIRE(reduce_grid_shape(n, c->max_dims, c->max_dims ? 1 : UINT32_MAX, &s) == 1);
     for (uint32_t p = 0; p < n; p++) {
-        run2d_t *r = &runs[p];
+        grid_run_t *r = &runs[p];
         memset(r, 0, sizeof *r);
         r->s = s;
         REQUIRE(mesh_grid_links(m, &s, p, &r->l, NULL) == 0);
@@ -136,7 +136,7 @@ static void run_case(const case2d_t *c, uint64_t tag) {
         r->dt = c->dt;
         r->op = c->op;
     }
-    for (uint32_t p = 0; p < n; p++) REQUIRE(pthread_create(&runs[p].th, NULL, run2d_main, &runs[p]) == 0);
+    for (uint32_t p = 0; p < n; p++) REQUIRE(pthread_create(&runs[p].th, NULL, grid_main, &runs[p]) == 0);
     for (uint32_t p = 0; p < n; p++) pthread_join(runs[p].th, NULL);
     int bad = 0;
     for (uint32_t p = 0; p < n; p++) {
@@ -224,7 +224,7 @@ int main(void) {
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
                 for (int op = pcclSum; op <= pcclMin; op++) {
                     if (md == 2 && (d + n + (size_t) op) % 2) continue; /* half the matrix for 2-D */
-                    case2d_t c = {n, 7, 0, 0, dts[d], (pcclRedOp_t) op, 0, md};
+                    grid_case_t c = {n, 7, 0, 0, dts[d], (pcclRedOp_t) op, 0, md};
                     run_case(&c, tag++);
                     c.count = 1003;
                     c.sub = 64;
@@ -233,15 +233,15 @@ int main(void) {
                     run_case(&c, tag++);
                 }
     for (uint32_t n = 4; n <= 17; n++) {
-        case2d_t big = {n, 300007, 0, 0, pcclFloat, pcclSum, 0, 0};
+        grid_case_t big = {n, 300007, 0, 0, pcclFloat, pcclSum, 0, 0};
         run_case(&big, tag++);
-        case2d_t small = {n, 40000, 4096, 2, pcclInt32, pcclAvg, 1, 2};
+        grid_case_t small = {n, 40000, 4096, 2, pcclInt32, pcclAvg, 1, 2};
         run_case(&small, tag++);
     }
     /* Three and four dimensions with an odd size: 12 = 3 x 2 x 2, 36 = 3 x 3 x 2 x 2. */
-    case2d_t c12 = {12, 5003, 256, 0, pcclBFloat16, pcclSum, 0, 0};
+    grid_case_t c12 = {12, 5003, 256, 0, pcclBFloat16, pcclSum, 0, 0};
     run_case(&c12, tag++);
-    case2d_t c36 = {36, 7777, 512, 0, pcclInt64, pcclProd, 1, 0};
+    grid_case_t c36 = {36, 7777, 512, 0, pcclInt64, pcclProd, 1, 0};
     run_case(&c36, tag++);
     reduce_cache_stats_t st;
     reduce_cache_get_stats(cache, &st);
