@@ -16,13 +16,14 @@
 /* One step: measure each target in turn (never two at once, so this peer's uplink is not split
  * between them), then report every rate (0 where a measurement failed). */
 static pcclResult_t run_step(pcclComm_t *comm, const ccoip_bench_request_t *q) {
-    ccoip_bench_allow(comm, q->senders, q->nsenders);
+    ccoip_bench_allow(comm, q);
+    ccoip_socket_address_t relay = {q->relay_addr, q->relay_port};
     ccoip_bench_result_t *res = q->ntargets == 0 ? NULL : calloc(q->ntargets, sizeof *res);
     if (q->ntargets > 0 && res == NULL) return pcclInternalError;
     for (uint32_t i = 0; i < q->ntargets; i++) {
         res[i].uuid = q->targets[i].uuid;
         void *ev = ccoip_prof_bandwidth(&comm->prof, comm->prof_api, q->targets[i].uuid.b, q->duration_ms);
-        res[i].bits_per_s = ccoip_bench_measure(comm, &q->targets[i], q->duration_ms);
+        res[i].bits_per_s = ccoip_bench_measure(comm, &q->targets[i], q->duration_ms, &relay);
         ccoip_prof_bandwidth_end(&comm->prof, ev, res[i].bits_per_s);
     }
     ccoip_packet_t p;
@@ -120,6 +121,6 @@ PCCL_EXPORT pcclResult_t pcclOptimizeTopology(const pcclComm_t *communicator) {
     pcclResult_t res = optimize(comm);
     ccoip_prof_api_end(&comm->prof, ev, res);
     comm->prof_api = NULL;
-    ccoip_bench_allow(comm, NULL, 0); /* the session is over: nobody may stream to us now */
+    ccoip_bench_allow(comm, NULL); /* the session is over: nobody may stream to us now */
     return res;
 }

@@ -56,6 +56,8 @@ struct ccoip_mbw_t {
     size_t n;
     ccoip_mclient_t **members;
     ccoip_mclient_t **asked; /* the target of each member in this step, or NULL */
+    ccoip_uuid_t *tokens;    /* each member's pair at the relay in this step (RELAYED streams) */
+    bool relay;              /* the run has a relay (--relay) */
     bool *reported;
     size_t *gl;                   /* member indices grouped by peer group, ring order inside */
     size_t *gstart, *gpos, *gsize; /* per member: its group's offset in gl, its place, its size */
@@ -127,12 +129,14 @@ static void send_result(ccoip_master_state_t *st, ccoip_mclient_t *c, uint8_t st
 static void end_session(struct ccoip_mbw_t *m) {
     free(m->members);
     free(m->asked);
+    free(m->tokens);
     free(m->reported);
     free(m->gl);
     free(m->gstart);
     free(m->gpos);
     free(m->gsize);
     m->members = m->asked = NULL;
+    m->tokens = NULL;
     m->reported = NULL;
     m->gl = m->gstart = m->gpos = m->gsize = NULL;
     m->n = 0;
@@ -164,10 +168,36 @@ static bool in_half(const struct ccoip_mbw_t *m, size_t i, uint32_t k, uint32_t 
     return (m->gpos[i] < k) == (half == 0);
 }
 
-/* Needs measuring: unknown, and the receiver has a benchmark listener that can be dialled (an
- * unreachable one is not measured: docs/nat.md). */
+/* How a stream from a to b is made (CCOIP_BENCH_*), as their ring edge would be: a dials b where
+ * it can, b dials a where only a can be dialled, both the relay where neither can and the edge
+ * would be relayed; -1: not measured (an edge that would be punched: a probe cannot punch). */
+static int bench_how(const struct ccoip_mbw_t *m, const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
+    if (b->dial_bench == 0) return -1;
+    if (b->reachable || ccoip_mreach_same_site(a, b)) return CCOIP_BENCH_DIRECT;
+    if (a->reachable) return a->dial_bench != 0 ? CCOIP_BENCH_REVERSED : -1;
+    return m->relay && !ccoip_mreach_punched(a, b) ? CCOIP_BENCH_RELAYED : -1;
+}
+
+/* Needs measuring: unknown, and a stream from a to b can be made. */
 static bool missing(const struct ccoip_mbw_t *m, const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
-    return b->dial_bench != 0 && (b->reachable || ccoip_mreach_same_site(a, b)) && bw_of(m, a, b) <= 0;
+    return bench_how(m, a, b) >= 0 && bw_of(m, a, b) <= 0;
+}
+
+/* c's entry for o, which may stream to it: how, and for a stream that c dials in this step (o
+ * measures into c, REVERSED or RELAYED) where and with which token. */
+static ccoip_bench_sender_t sender_entry(const struct ccoip_mbw_t *m, const ccoip_mclient_t *c, size_t j) {
+    const ccoip_mclient_t *o = m->members[j];
+    ccoip_bench_sender_t e;
+    memset(&e, 0, sizeof e);
+    e.uuid = o->uuid;
+    int how = m->asked[j] == c ? bench_how(m, o, c) : CCOIP_BENCH_DIRECT;
+    e.how = (uint8_t) (how < 0 ? CCOIP_BENCH_DIRECT : how);
+    if (e.how == CCOIP_BENCH_REVERSED) {
+        uint16_t p2p, ss;
+        ccoip_mreach_dial_for(c, o, &e.addr, &p2p, &ss, &e.bench_port);
+    }
+    if (e.how == CCOIP_BENCH_RELAYED) e.token = m->tokens[j];
+    return e;
 }
 
 static bool send_requests(ccoip_master_state_t *st) {
@@ -180,19 +210,26 @@ static bool send_requests(ccoip_master_state_t *st) {
         if (m->gsize[i] > 1 && senders == NULL) return false;
         uint32_t ns = 0;
         for (size_t k = 0; k < m->gsize[i]; k++) {
-            const ccoip_mclient_t *o = m->members[m->gl[m->gstart[i] + k]];
-            if (o != c) senders[ns++].uuid = o->uuid;
+            size_t j = m->gl[m->gstart[i] + k];
+            if (m->members[j] != c) senders[ns++] = sender_entry(m, c, j);
         }
         if (m->asked[i] != NULL) {
             target.uuid = m->asked[i]->uuid;
             uint16_t p2p, ss;
             ccoip_mreach_dial_for(c, m->asked[i], &target.addr, &p2p, &ss, &target.bench_port);
+            target.how = (uint8_t) bench_how(m, c, m->asked[i]);
+            if (target.how == CCOIP_BENCH_RELAYED) target.token = m->tokens[i];
         }
         ccoip_packet_t p;
         memset(&p, 0, sizeof p);
         p.type = CCOIP_PKT_M2C_BANDWIDTH_REQUEST;
-        p.u.bench_request = (ccoip_bench_request_t){m->session, m->step, m->duration_ms,
-                                                    m->asked[i] != NULL ? 1u : 0u, &target, ns, senders};
+        p.u.bench_request = (ccoip_bench_request_t){.session = m->session, .step = m->step, .duration_ms = m->duration_ms,
+                                                    .ntargets = m->asked[i] != NULL ? 1u : 0u, .targets = &target,
+                                                    .nsenders = ns, .senders = senders};
+        if (m->relay) {
+            p.u.bench_request.relay_addr = st->opt.relay.inet;
+            p.u.bench_request.relay_port = st->opt.relay.port;
+        }
         m->reported[i] = false;
         send_to(st, c, &p);
         free(senders);
@@ -294,6 +331,7 @@ static void next_step(ccoip_master_state_t *st) {
             ccoip_mclient_t *t = k >= 1 && in_half(m, i, k, half) ? partner(m, i, k) : NULL;
             m->asked[i] = t != NULL && missing(m, m->members[i], t) ? t : NULL;
             any = any || m->asked[i] != NULL;
+            if (m->asked[i] != NULL && st->make_uuid != NULL) st->make_uuid(st->ctx, &m->tokens[i]);
         }
         if (!any) continue;
         m->step = s;
@@ -318,12 +356,13 @@ void ccoip_mbw_start(ccoip_master_state_t *st) {
     if (ok) {
         m->members = calloc(n, sizeof *m->members);
         m->asked = calloc(n, sizeof *m->asked);
+        m->tokens = calloc(n, sizeof *m->tokens);
         m->reported = calloc(n, sizeof *m->reported);
         m->gl = calloc(n, sizeof *m->gl);
         m->gstart = calloc(n, sizeof *m->gstart);
         m->gpos = calloc(n, sizeof *m->gpos);
         m->gsize = calloc(n, sizeof *m->gsize);
-        ok = m->members && m->asked && m->reported && m->gl && m->gstart && m->gpos && m->gsize;
+        ok = m->members && m->asked && m->tokens && m->reported && m->gl && m->gstart && m->gpos && m->gsize;
     }
     for (size_t i = 0; ok && i < st->nclients; i++) {
         ccoip_mclient_t *c = st->clients[i];
@@ -360,6 +399,7 @@ void ccoip_mbw_start(ccoip_master_state_t *st) {
         if (at - start - 1 > m->maxk) m->maxk = (uint32_t) (at - start - 1);
     }
     m->active = true;
+    m->relay = st->opt.relay.port != 0;
     m->session++;
     m->step = 0;
     m->duration_ms = bench_ms();

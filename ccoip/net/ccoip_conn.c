@@ -241,6 +241,12 @@ bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_ke
     return ok;
 }
 
+/* A listener of `role` also takes connections dialled back to it (docs/nat.md): the benchmark
+ * listener a receiver's dial to its sender. */
+static bool also_takes(uint8_t role, uint8_t theirs) {
+    return role == CCOIP_ROLE_BENCHMARK && theirs == CCOIP_ROLE_BENCH_REVERSED;
+}
+
 bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bool encrypt, int64_t deadline_ms,
                            ccoip_hello_t *h, char *why, size_t why_len) {
     ccoip_packet_t p;
@@ -264,7 +270,7 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bo
     } else if (h->version != CCOIP_PROTOCOL_VERSION) {
         status = CCOIP_HELLO_BAD_VERSION;
         snprintf(why, why_len, "protocol version %u, we speak %u", h->version, CCOIP_PROTOCOL_VERSION);
-    } else if (h->role != role) {
+    } else if (h->role != role && !also_takes(role, h->role)) {
         status = CCOIP_HELLO_BAD_ROLE;
         snprintf(why, why_len, "role %u where %u belongs", h->role, role);
     } else if (theirs != (key != NULL)) {
@@ -288,4 +294,18 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bo
     ack.u.hello_ack.flags = (key != NULL ? CCOIP_HELLO_F_SECRET : 0) | (encrypt ? CCOIP_HELLO_F_ENCRYPT : 0);
     ccoip_conn_send(fd, &ack);
     return false;
+}
+
+int ccoip_conn_relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *token, int timeout_ms,
+                          ccoip_status_t *st) {
+    int fd = ccoip_sock_connect(relay, timeout_ms, st);
+    if (fd < 0) return -1;
+    uint8_t hello[CCOIP_RELAY_HELLO_LEN] = {(uint8_t) (CCOIP_RELAY_MAGIC >> 24), (uint8_t) (CCOIP_RELAY_MAGIC >> 16),
+                                            (uint8_t) (CCOIP_RELAY_MAGIC >> 8), (uint8_t) CCOIP_RELAY_MAGIC};
+    memcpy(hello + 4, token->b, 16);
+    if ((*st = ccoip_sock_send_all(fd, hello, sizeof hello)) != CCOIP_OK) {
+        ccoip_sock_close(fd);
+        return -1;
+    }
+    return fd;
 }

@@ -50,4 +50,10 @@ ccoip_status_t ccoip_conn_answer_hello(int fd, uint8_t status, const ccoip_uuid_
 bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_key_t *key, ccoip_session_t *sess,
                              int64_t deadline_ms, char *why, size_t why_len);
 
+/* Connects to a pccl-relay and sends its hello with the pair's token (CCOIP_RELAY_MAGIC, the 16
+ * bytes): from then on the connection is the pair's, for the usual handshake end to end. The fd,
+ * or -1 with *st set. */
+int ccoip_conn_relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *token, int timeout_ms,
+                          ccoip_status_t *st);
+
 #endif /* CCOIP_CONN_H */

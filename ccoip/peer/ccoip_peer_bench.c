@@ -4,7 +4,13 @@
  * address, so an idle stranger delays nobody); each stream that passed is handed to one thread
  * that polls up to MAX_CONNS of them, so that several senders can measure into this peer at once
  * (the master schedules at most one per step; more only from a misbehaving peer). Streams are
- * read into one scratch buffer and discarded. */
+ * read into one scratch buffer and discarded.
+ *
+ * Behind NAT (docs/nat.md): a receiver that cannot be dialled dials its sender's listener
+ * (REVERSED, HELLO role BENCH_REVERSED), which parks the connection for the sender's measurement;
+ * where neither can be dialled both dial the relay (RELAYED). Either way the receiver's end is
+ * drained by the streams' thread like an accepted stream, the dial made on a thread of its own
+ * (one per step: a peer receives from one sender per step). */
 #include "ccoip/peer/ccoip_peer_bench.h"
 
 #include <stdio.h>
@@ -29,6 +35,7 @@
 #define MAX_CONNS 64
 #define SINK (256u << 10)
 #define CHUNK (256u << 10)
+#define PARK_MAX 4 /* dialled-back streams waiting for their measurement (one per step) */
 
 typedef struct bconn_t {
     int fd;
@@ -50,6 +57,17 @@ struct ccoip_peer_bench_t {
     int npending;
     ccoip_uuid_t allowed[CCOIP_MAX_PEER_ENTRIES];
     uint32_t nallowed;
+    ccoip_uuid_t rev[PARK_MAX]; /* targets of this step that dial us back (REVERSED) */
+    uint32_t nrev;
+    int parked_fd[PARK_MAX]; /* their connections, waiting for ccoip_bench_measure */
+    ccoip_uuid_t parked[PARK_MAX];
+    int nparked;
+    /* The dial of this step's REVERSED or RELAYED stream into us, on its own thread. */
+    pthread_t dialer;
+    bool dialing;
+    ccoip_bench_sender_t dial;
+    ccoip_socket_address_t dial_relay;
+    pcclComm_t *comm;
     _Atomic uint64_t measured;
     bconn_t conns[MAX_CONNS]; /* listener thread only */
     int nconns;
@@ -72,18 +90,55 @@ uint64_t ccoip_bench_count(const pcclComm_t *comm) {
     return comm->bench == NULL ? 0 : atomic_load(&comm->bench->measured);
 }
 
-void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, uint32_t n) {
-    ccoip_peer_bench_t *b = comm->bench;
-    if (b == NULL) return;
-    if (n > CCOIP_MAX_PEER_ENTRIES) n = CCOIP_MAX_PEER_ENTRIES; /* the decoder caps it already */
-    pthread_mutex_lock(&b->lock);
-    for (uint32_t i = 0; i < n; i++) b->allowed[i] = senders[i].uuid;
-    b->nallowed = n;
-    pthread_mutex_unlock(&b->lock);
+static void start_dial_in(ccoip_peer_bench_t *b, const ccoip_bench_request_t *q);
+
+static bool uuid_in(const ccoip_uuid_t *set, uint32_t n, const ccoip_uuid_t *u) {
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(set[i].b, u->b, 16) == 0) return true;
+    return false;
 }
 
-/* HELLO from an announced sender -> handed to the streams' thread; anything else is refused and
- * closed. On a thread of the listener's. */
+void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_request_t *q) {
+    ccoip_peer_bench_t *b = comm->bench;
+    if (b == NULL) return;
+    if (b->dialing) { /* the last step's dial into us is over (bounded by its deadlines) */
+        pthread_join(b->dialer, NULL);
+        b->dialing = false;
+    }
+    uint32_t n = q == NULL ? 0 : q->nsenders;
+    if (n > CCOIP_MAX_PEER_ENTRIES) n = CCOIP_MAX_PEER_ENTRIES; /* the decoder caps it already */
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < n; i++) b->allowed[i] = q->senders[i].uuid;
+    b->nallowed = n;
+    b->nrev = 0;
+    for (uint32_t i = 0; q != NULL && i < q->ntargets && b->nrev < PARK_MAX; i++)
+        if (q->targets[i].how == CCOIP_BENCH_REVERSED) b->rev[b->nrev++] = q->targets[i].uuid;
+    for (int i = 0; i < b->nparked; i++) ccoip_sock_close(b->parked_fd[i]); /* an earlier step's, unused */
+    b->nparked = 0;
+    pthread_mutex_unlock(&b->lock);
+    if (q != NULL) start_dial_in(b, q);
+}
+
+/* A stream whose handshake is done -> the streams' thread, which drains it (over MAX_CONNS:
+ * closed). */
+static void take_stream(ccoip_peer_bench_t *b, int fd, const char *who) {
+    pthread_mutex_lock(&b->lock);
+    bconn_t *c = b->npending < MAX_CONNS ? &b->pending[b->npending++] : NULL;
+    if (c != NULL) {
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        ccoip_sock_set_nonblocking(fd, true); /* drained as bytes come: ccoip_sock_recv_some */
+        c->last_ms = ccoip_now_ms();
+        snprintf(c->who, sizeof c->who, "%s", who);
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (c == NULL) ccoip_sock_close(fd);
+    else ccoip_wakeup_signal(b->handoff[1]);
+}
+
+/* HELLO from an announced sender -> handed to the streams' thread; from a target that dials us
+ * back -> parked for our measurement of it; anything else is refused and closed. On a thread of
+ * the listener's. */
 static void handle_incoming(void *ctx, int fd, const char *who) {
     ccoip_peer_bench_t *b = ctx;
     ccoip_hello_t hello;
@@ -95,10 +150,10 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         return;
     }
     ccoip_uuid_t uuid = hello.uuid;
-    bool known = false;
+    bool back = hello.role == CCOIP_ROLE_BENCH_REVERSED;
     pthread_mutex_lock(&b->lock);
-    for (uint32_t i = 0; i < b->nallowed && !known; i++) known = memcmp(b->allowed[i].b, uuid.b, 16) == 0;
-    bool full = b->npending == MAX_CONNS;
+    bool known = back ? uuid_in(b->rev, b->nrev, &uuid) : uuid_in(b->allowed, b->nallowed, &uuid);
+    bool full = back ? b->nparked == PARK_MAX : b->npending == MAX_CONNS;
     pthread_mutex_unlock(&b->lock);
     uint8_t status = full ? CCOIP_HELLO_BUSY : known ? CCOIP_HELLO_OK : CCOIP_HELLO_UNKNOWN_PEER;
     if (status == CCOIP_HELLO_OK && !ccoip_conn_accept_hello(fd, &hello, b->key, NULL, deadline, why, sizeof why)) {
@@ -115,18 +170,18 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
+    if (!back) {
+        take_stream(b, fd, who);
+        return;
+    }
     pthread_mutex_lock(&b->lock);
-    bconn_t *c = b->npending < MAX_CONNS ? &b->pending[b->npending++] : NULL;
-    if (c != NULL) {
-        memset(c, 0, sizeof *c);
-        c->fd = fd;
-        ccoip_sock_set_nonblocking(fd, true); /* drained as bytes come: ccoip_sock_recv_some */
-        c->last_ms = ccoip_now_ms();
-        snprintf(c->who, sizeof c->who, "%s", who);
+    bool room = b->nparked < PARK_MAX;
+    if (room) {
+        b->parked_fd[b->nparked] = fd;
+        b->parked[b->nparked++] = uuid;
     }
     pthread_mutex_unlock(&b->lock);
-    if (c == NULL) ccoip_sock_close(fd);
-    else ccoip_wakeup_signal(b->handoff[1]);
+    if (!room) ccoip_sock_close(fd);
 }
 
 /* Streams' thread: takes the streams the listener handed over (over MAX_CONNS: closed). */
@@ -212,6 +267,7 @@ pcclResult_t ccoip_bench_start(pcclComm_t *comm) {
     comm->bench = b;
     b->key = ccoip_comm_key(comm);
     b->encrypt = comm->encrypt;
+    b->comm = comm;
     b->sink = malloc(SINK);
     if (b->sink == NULL) return pcclInternalError;
     if (!ccoip_wakeup_open(b->wake) || !ccoip_wakeup_open(b->handoff)) return pcclInternalError;
@@ -232,6 +288,8 @@ void ccoip_bench_stop(pcclComm_t *comm) {
     ccoip_peer_bench_t *b = comm->bench;
     if (b == NULL) return;
     ccoip_listener_stop(&b->acc); /* no more handoffs after this */
+    if (b->dialing) pthread_join(b->dialer, NULL); /* bounded by its deadlines */
+    for (int i = 0; i < b->nparked; i++) ccoip_sock_close(b->parked_fd[i]);
     if (b->started) {
         ccoip_wakeup_signal(b->wake[1]);
         pthread_join(b->thread, NULL);
@@ -246,9 +304,9 @@ void ccoip_bench_stop(pcclComm_t *comm) {
     comm->bench = NULL;
 }
 
-/* Connects and handshakes, retrying while the target answers "unknown peer" (it has not
- * processed the master's request yet). -1 on failure (logged). */
-static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, const char *name) {
+/* Connects and handshakes as `role`, retrying while the target answers "unknown peer" (it has
+ * not processed the master's request yet). -1 on failure (logged). */
+static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, const char *name, uint8_t role) {
     int64_t deadline = ccoip_now_ms() + CONNECT_MS;
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
     while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
@@ -261,8 +319,8 @@ static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, cons
         ccoip_hello_ack_t ack;
         memset(&ack, 0, sizeof ack);
         ccoip_session_t sess = ccoip_comm_session(comm); /* agreed on; the probe's zeros go in clear */
-        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), &sess,
-                              ccoip_now_ms() + HANDSHAKE_MS, name, &ack);
+        st = ccoip_conn_hello(fd, role, &comm->uuid, ccoip_comm_key(comm), &sess, ccoip_now_ms() + HANDSHAKE_MS, name,
+                              &ack);
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         if (st == CCOIP_ERR_INVALID || (st == CCOIP_ERR_REFUSED && ack.status != CCOIP_HELLO_UNKNOWN_PEER)) break;
@@ -272,16 +330,69 @@ static int bench_connect(pcclComm_t *comm, const ccoip_socket_address_t *a, cons
     return -1;
 }
 
-uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, uint32_t duration_ms) {
+/* REVERSED: the target's connection to our listener, once it came (within CONNECT_MS); -1. */
+static int await_parked(ccoip_peer_bench_t *b, const ccoip_uuid_t *uuid, const char *name) {
+    int64_t deadline = ccoip_now_ms() + CONNECT_MS + HANDSHAKE_MS;
+    for (;;) {
+        int fd = -1;
+        pthread_mutex_lock(&b->lock);
+        for (int i = 0; i < b->nparked && fd < 0; i++) {
+            if (memcmp(b->parked[i].b, uuid->b, 16) != 0) continue;
+            fd = b->parked_fd[i];
+            b->parked_fd[i] = b->parked_fd[--b->nparked];
+            b->parked[i] = b->parked[b->nparked];
+        }
+        pthread_mutex_unlock(&b->lock);
+        if (fd >= 0 || ccoip_now_ms() >= deadline || atomic_load(&b->comm->stopping)) {
+            if (fd < 0) LOG_WARN(MOD, "benchmark target %s did not dial us back in time", name);
+            return fd;
+        }
+        ccoip_sleep_ms(2);
+    }
+}
+
+/* RELAYED: through the relay with the pair's token, as the connector (the answer comes once the
+ * target dialled the relay too); -1 on failure (logged). */
+static int relay_connect(pcclComm_t *comm, const ccoip_socket_address_t *relay, const ccoip_uuid_t *token,
+                         const char *name) {
+    ccoip_status_t st = CCOIP_ERR_INVALID;
+    int fd = relay->port == 0 ? -1 : ccoip_conn_relay_dial(relay, token, CONNECT_MS, &st);
+    if (fd >= 0) {
+        ccoip_hello_ack_t ack;
+        memset(&ack, 0, sizeof ack);
+        ccoip_session_t sess = ccoip_comm_session(comm);
+        st = ccoip_conn_hello(fd, CCOIP_ROLE_BENCHMARK, &comm->uuid, ccoip_comm_key(comm), &sess,
+                              ccoip_now_ms() + CONNECT_MS + HANDSHAKE_MS, name, &ack);
+        if (st == CCOIP_OK) return fd;
+        ccoip_sock_close(fd);
+    }
+    LOG_WARN(MOD, "cannot open a benchmark stream to %s through the relay: %s", name, ccoip_status_str(st));
+    return -1;
+}
+
+/* The stream to t, made as the master said (CCOIP_BENCH_*); -1 on failure (logged). */
+static int open_stream(pcclComm_t *comm, const ccoip_bench_target_t *t, const ccoip_socket_address_t *relay,
+                       const char *name) {
+    if (t->how == CCOIP_BENCH_REVERSED) return comm->bench == NULL ? -1 : await_parked(comm->bench, &t->uuid, name);
+    if (t->how == CCOIP_BENCH_RELAYED) return relay_connect(comm, relay, &t->token, name);
+    ccoip_socket_address_t a = {t->addr, t->bench_port};
+    return bench_connect(comm, &a, name, CCOIP_ROLE_BENCHMARK);
+}
+
+uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, uint32_t duration_ms,
+                             const ccoip_socket_address_t *relay) {
     if (comm->bench != NULL) atomic_fetch_add(&comm->bench->measured, 1);
     ccoip_socket_address_t a = {t->addr, t->bench_port};
-    char name[80];
+    char name[96];
     ccoip_format_address(&a, name, sizeof name);
     if (t->bench_port == 0) {
         LOG_WARN(MOD, "peer %s has no benchmark listener", name);
         return 0;
     }
-    int fd = bench_connect(comm, &a, name);
+    size_t len = strlen(name);
+    if (t->how != CCOIP_BENCH_DIRECT)
+        snprintf(name + len, sizeof name - len, t->how == CCOIP_BENCH_REVERSED ? " (it dialled us)" : " via the relay");
+    int fd = open_stream(comm, t, relay, name);
     if (fd < 0) return 0;
     /* Stream for duration_ms; each send waits for room at most until the end (a slow or stalled
      * link never holds us past it). */
@@ -326,4 +437,57 @@ uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, ui
         LOG_INFO(MOD, "measured %s: %.1f Mbit/s (%llu bytes in %u ms)", name, (double) bps / 1e6,
                  (unsigned long long) sent, duration_ms);
     return bps;
+}
+
+/* ---- the receiving end of a stream that cannot be dialled ---------------------------------- */
+
+/* RELAYED, our end: through the relay as the acceptor, the sender's HELLO only; -1 (logged). */
+static int relay_accept(ccoip_peer_bench_t *b, const ccoip_bench_sender_t *s, const char *name) {
+    ccoip_status_t st = CCOIP_ERR_INVALID;
+    int fd = b->dial_relay.port == 0 ? -1 : ccoip_conn_relay_dial(&b->dial_relay, &s->token, CONNECT_MS, &st);
+    if (fd < 0) {
+        LOG_WARN(MOD, "cannot reach the relay for the benchmark stream from %s: %s", name, ccoip_status_str(st));
+        return -1;
+    }
+    ccoip_hello_t hello;
+    char why[96];
+    int64_t deadline = ccoip_now_ms() + CONNECT_MS + HANDSHAKE_MS;
+    bool ok = ccoip_conn_read_hello(fd, CCOIP_ROLE_BENCHMARK, b->key, b->encrypt, deadline, &hello, why, sizeof why);
+    if (ok && memcmp(hello.uuid.b, s->uuid.b, 16) != 0) {
+        ccoip_conn_answer_hello(fd, CCOIP_HELLO_UNKNOWN_PEER, NULL);
+        snprintf(why, sizeof why, "another peer answered at the relay");
+        ok = false;
+    }
+    if (ok) ok = ccoip_conn_accept_hello(fd, &hello, b->key, NULL, deadline, why, sizeof why);
+    if (ok) return fd;
+    LOG_WARN(MOD, "benchmark stream from %s through the relay: %s", name, why);
+    ccoip_sock_close(fd);
+    return -1;
+}
+
+static void *dial_in(void *arg) {
+    ccoip_peer_bench_t *b = arg;
+    const ccoip_bench_sender_t *s = &b->dial;
+    ccoip_socket_address_t a = {s->addr, s->bench_port};
+    char name[96];
+    ccoip_format_address(&a, name, sizeof name);
+    int fd = s->how == CCOIP_BENCH_REVERSED ? bench_connect(b->comm, &a, name, CCOIP_ROLE_BENCH_REVERSED)
+                                            : relay_accept(b, s, name);
+    if (fd >= 0) {
+        LOG_DEBUG(MOD, "benchmark stream from %s: %s", name, s->how == CCOIP_BENCH_REVERSED ? "we dialled it" : "via the relay");
+        take_stream(b, fd, name);
+    }
+    return NULL;
+}
+
+/* The stream of this step that reaches us only if we dial (one sender per step). */
+static void start_dial_in(ccoip_peer_bench_t *b, const ccoip_bench_request_t *q) {
+    for (uint32_t i = 0; i < q->nsenders && i < CCOIP_MAX_PEER_ENTRIES; i++) {
+        if (q->senders[i].how == CCOIP_BENCH_DIRECT) continue;
+        b->dial = q->senders[i];
+        b->dial_relay = (ccoip_socket_address_t){q->relay_addr, q->relay_port};
+        b->dialing = pthread_create(&b->dialer, NULL, dial_in, b) == 0;
+        if (!b->dialing) LOG_WARN(MOD, "cannot start a thread to dial a benchmark sender");
+        return;
+    }
 }

@@ -23,13 +23,18 @@ pcclResult_t ccoip_bench_start(pcclComm_t *comm);
 void ccoip_bench_stop(pcclComm_t *comm);
 uint16_t ccoip_bench_port(const pcclComm_t *comm);
 
-/* Replaces the set of UUIDs that may connect (n = 0: nobody; connections in progress finish). */
-void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_sender_t *senders, uint32_t n);
+/* One step of a session (q NULL: the session is over): replaces the set of UUIDs that may
+ * connect with q's senders (connections in progress finish), takes q's REVERSED targets' dials
+ * back, and dials the step's sender that cannot dial us (REVERSED: its listener; RELAYED: the
+ * relay), on a thread joined at the next call. */
+void ccoip_bench_allow(pcclComm_t *comm, const ccoip_bench_request_t *q);
 
-/* Streams to `t` for duration_ms and returns the rate in bits/s, or 0 when it failed (logged).
- * Bounded: connecting retries for at most 3 s while the target has not heard of us yet, and the
- * answer must come within duration_ms + 10 s. */
-uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, uint32_t duration_ms);
+/* Streams to `t` for duration_ms and returns the rate in bits/s, or 0 when it failed (logged):
+ * dialling it, taking its dial back (REVERSED) or through `relay` (RELAYED). Bounded: connecting
+ * retries for at most 3 s while the target has not heard of us yet, and the answer must come
+ * within duration_ms + 10 s. */
+uint64_t ccoip_bench_measure(pcclComm_t *comm, const ccoip_bench_target_t *t, uint32_t duration_ms,
+                             const ccoip_socket_address_t *relay);
 
 /* Measurements this communicator has made (attempted), for tests and logs. */
 uint64_t ccoip_bench_count(const pcclComm_t *comm);

@@ -92,21 +92,6 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
 
 /* ---- Relayed and punched edges (CCOIP_PEER_*_RELAYED, pccl-relay; *_PUNCHED, ccoip_punch.h) --- */
 
-/* Connects to the relay and sends the edge's token: the fd, or -1 with *st set. */
-static int relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *token, int timeout_ms,
-                      ccoip_status_t *st) {
-    int fd = ccoip_sock_connect(relay, timeout_ms, st);
-    if (fd < 0) return -1;
-    uint8_t hello[CCOIP_RELAY_HELLO_LEN] = {(uint8_t) (CCOIP_RELAY_MAGIC >> 24), (uint8_t) (CCOIP_RELAY_MAGIC >> 16),
-                                            (uint8_t) (CCOIP_RELAY_MAGIC >> 8), (uint8_t) CCOIP_RELAY_MAGIC};
-    memcpy(hello + 4, token->b, 16);
-    if ((*st = ccoip_sock_send_all(fd, hello, sizeof hello)) != CCOIP_OK) {
-        ccoip_sock_close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* A punch refused by the other end's router is dialled again at once: the two ends' SYNs must
  * cross between the routers, and a router that resets closes our mapping with its reset, so the
  * dials of both ends must follow each other closely (a wait of 20 ms kept them apart for good on
@@ -153,7 +138,7 @@ static void *take_dialled_rx(void *arg) {
     ccoip_format_address(&r.to, name, sizeof name);
     ccoip_status_t st;
     int64_t left = r.deadline - ccoip_now_ms();
-    int fd = r.punched ? punch_rx(&r, &st) : relay_dial(&r.to, &r.token, (int) (left > 0 ? left : 1), &st);
+    int fd = r.punched ? punch_rx(&r, &st) : ccoip_conn_relay_dial(&r.to, &r.token, (int) (left > 0 ? left : 1), &st);
     if (fd < 0) {
         if (r.punched) LOG_WARN(MOD, "hole punching to ring neighbour %s failed: %s", name, ccoip_status_str(st));
         else LOG_WARN(MOD, "cannot reach the relay at %s: %s", name, ccoip_status_str(st));
@@ -273,7 +258,7 @@ static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, 
     while (ccoip_now_ms() < t->deadline && !atomic_load(&t->cancel)) {
         int64_t left = t->deadline - ccoip_now_ms();
         int wait = (int) (left < 1000 ? left : 1000), fd;
-        if (t->relayed) fd = relay_dial(&t->addr, &t->token, wait, &st);
+        if (t->relayed) fd = ccoip_conn_relay_dial(&t->addr, &t->token, wait, &st);
         else if (t->punched) fd = ccoip_punch_dial(&comm->punch, CCOIP_PUNCH_TX, &t->addr, wait, &st);
         else fd = ccoip_sock_connect(&t->addr, wait, &st);
         if (fd < 0) {

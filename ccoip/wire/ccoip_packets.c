@@ -87,7 +87,7 @@ static const layout_t entry_layout = {0, "peer entry", sizeof(ccoip_peer_entry_t
 /* Version 2 added the secret's challenge (flags, nonce; the ack's MAC) behind a gate: a version 1
  * HELLO decodes without it and is refused for its version, with a clear error on both sides. */
 static const field_t hello_fields[] = {
-    U32(ccoip_hello_t, magic), U16(ccoip_hello_t, version), U8R(ccoip_hello_t, role, 1, 4),
+    U32(ccoip_hello_t, magic), U16(ccoip_hello_t, version), U8R(ccoip_hello_t, role, 1, 6),
     UUID(ccoip_hello_t, uuid), GATE(ccoip_hello_t, version, 2),
     U8R(ccoip_hello_t, flags, 0, CCOIP_HELLO_F_ALL), BYTES(ccoip_hello_t, nonce)};
 static const field_t hello_ack_fields[] = {
@@ -196,17 +196,23 @@ static const field_t ss_header_fields[] = {
 
 /* Topology optimisation (pcclOptimizeTopology). */
 static const field_t bench_target_fields[] = {UUID(ccoip_bench_target_t, uuid), ADDR(ccoip_bench_target_t, addr),
-                                              U16(ccoip_bench_target_t, bench_port)};
+                                              U16(ccoip_bench_target_t, bench_port),
+                                              U8R(ccoip_bench_target_t, how, CCOIP_BENCH_DIRECT, CCOIP_BENCH_RELAYED),
+                                              UUID(ccoip_bench_target_t, token)};
 static const layout_t bench_target_layout = {0, "target", sizeof(ccoip_bench_target_t), bench_target_fields,
                                              N(bench_target_fields), 0};
-static const field_t bench_sender_fields[] = {UUID(ccoip_bench_sender_t, uuid)};
+static const field_t bench_sender_fields[] = {UUID(ccoip_bench_sender_t, uuid),
+                                              U8R(ccoip_bench_sender_t, how, CCOIP_BENCH_DIRECT, CCOIP_BENCH_RELAYED),
+                                              ADDR(ccoip_bench_sender_t, addr), U16(ccoip_bench_sender_t, bench_port),
+                                              UUID(ccoip_bench_sender_t, token)};
 static const layout_t bench_sender_layout = {0, "sender", sizeof(ccoip_bench_sender_t), bench_sender_fields,
                                              N(bench_sender_fields), 0};
 static const field_t bench_request_fields[] = {
     U64(ccoip_bench_request_t, session), U32(ccoip_bench_request_t, step),
     U32R(ccoip_bench_request_t, duration_ms, 1, CCOIP_MAX_BENCH_MS),
     LIST(ccoip_bench_request_t, targets, ntargets, CCOIP_MAX_PEER_ENTRIES, bench_target_layout),
-    LIST(ccoip_bench_request_t, senders, nsenders, CCOIP_MAX_PEER_ENTRIES, bench_sender_layout)};
+    LIST(ccoip_bench_request_t, senders, nsenders, CCOIP_MAX_PEER_ENTRIES, bench_sender_layout),
+    ADDR(ccoip_bench_request_t, relay_addr), U16(ccoip_bench_request_t, relay_port)};
 static const field_t bench_result_fields[] = {UUID(ccoip_bench_result_t, uuid), U64(ccoip_bench_result_t, bits_per_s)};
 static const layout_t bench_result_layout = {0, "result", sizeof(ccoip_bench_result_t), bench_result_fields,
                                              N(bench_result_fields), 0};

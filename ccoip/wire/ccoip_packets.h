@@ -61,7 +61,12 @@
  *    told the master their punch ports: before JOIN, one C2M_PUNCH_MAP connection from each punch
  *    port, whose source port the master sees through the peer's NAT; P2P_INFO's entries
  *    carry those ports (punch_tx_port, punch_rx_port) and CCOIP_PEER_TX_PUNCHED / RX_PUNCHED,
- *    so the entries' flags take two bytes (docs/nat.md) */
+ *    so the entries' flags take two bytes; a benchmark stream of pcclOptimizeTopology into a peer
+ *    that cannot be dialled is dialled by that peer (CCOIP_BENCH_REVERSED, HELLO role
+ *    CCOIP_ROLE_BENCH_REVERSED) or runs through the relay (CCOIP_BENCH_RELAYED): the request's
+ *    targets and senders say how, with the address or the pair's token, and name the relay; and
+ *    on an encrypted run every control packet after the handshake is a sealed record
+ *    (ccoip_chan.h) (docs/nat.md, docs/security.md) */
 #define CCOIP_PROTOCOL_VERSION 12u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -118,7 +123,10 @@ typedef enum ccoip_role_t {
     CCOIP_ROLE_PEER_TO_MASTER = 1,
     CCOIP_ROLE_P2P = 2,
     CCOIP_ROLE_SHARED_STATE = 3,
-    CCOIP_ROLE_BENCHMARK = 4
+    CCOIP_ROLE_BENCHMARK = 4,
+    /* version 12: a benchmark receiver dialling its sender (CCOIP_BENCH_REVERSED), which then
+     * streams to it over that connection */
+    CCOIP_ROLE_BENCH_REVERSED = 6
 } ccoip_role_t;
 
 typedef enum ccoip_hello_status_t {
@@ -531,15 +539,29 @@ typedef struct ccoip_ss_header_t {
 #define CCOIP_MAX_BENCH_MS 10000u /* the longest measurement the master may ask for */
 
 /* A peer to measure: connect to its benchmark listener and stream to it. */
+/* How a benchmark stream is made (version 12; docs/nat.md): the sender dials the receiver's
+ * benchmark listener; the receiver dials the sender's (it cannot be dialled, the sender can: HELLO
+ * role CCOIP_ROLE_BENCH_REVERSED), and the sender streams to it over that connection; or both dial
+ * the request's relay with the pair's token (neither can be dialled), the sender handshaking as
+ * the connector: a relayed edge is measured through the relay it will run through. */
+enum { CCOIP_BENCH_DIRECT = 0, CCOIP_BENCH_REVERSED = 1, CCOIP_BENCH_RELAYED = 2 };
+
 typedef struct ccoip_bench_target_t {
     ccoip_uuid_t uuid;
     ccoip_inet_address_t addr;
     uint16_t bench_port;
+    uint8_t how;        /* version 12: CCOIP_BENCH_* */
+    ccoip_uuid_t token; /* RELAYED: the pair's token at the relay, else zeros */
 } ccoip_bench_target_t;
 
-/* A peer that may connect to our benchmark listener in this session. */
+/* A peer that may connect to our benchmark listener in this session; REVERSED: we dial it at
+ * addr:bench_port in this step, RELAYED: we dial the relay with token (version 12). */
 typedef struct ccoip_bench_sender_t {
     ccoip_uuid_t uuid;
+    uint8_t how;
+    ccoip_inet_address_t addr;
+    uint16_t bench_port;
+    ccoip_uuid_t token;
 } ccoip_bench_sender_t;
 
 typedef struct ccoip_bench_request_t {
@@ -550,6 +572,8 @@ typedef struct ccoip_bench_request_t {
     ccoip_bench_target_t *targets; /* measure these, one after another */
     uint32_t nsenders;
     ccoip_bench_sender_t *senders;
+    ccoip_inet_address_t relay_addr; /* version 12: the relay of RELAYED streams (port 0: none) */
+    uint16_t relay_port;
 } ccoip_bench_request_t;
 
 typedef struct ccoip_bench_result_t {

@@ -74,11 +74,26 @@ int main(void) {
     t[1].addr.protocol = inetIPv6;
     t[1].addr.ipv6.data[15] = 1;
     t[1].bench_port = 65535;
-    ccoip_bench_sender_t s[3] = {{uuid_of(3)}, {uuid_of(4)}, {uuid_of(5)}};
+    t[1].how = CCOIP_BENCH_RELAYED; /* version 12: through the relay with the pair's token */
+    t[1].token = uuid_of(11);
+    ccoip_bench_sender_t s[3];
+    memset(s, 0, sizeof s);
+    s[0].uuid = uuid_of(3);
+    s[1].uuid = uuid_of(4);
+    s[2].uuid = uuid_of(5);
+    s[1].how = CCOIP_BENCH_REVERSED; /* we dial it there */
+    s[1].addr.protocol = inetIPv4;
+    s[1].addr.ipv4.data[3] = 9;
+    s[1].bench_port = 48152;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_BANDWIDTH_REQUEST;
-    p.u.bench_request = (ccoip_bench_request_t){7, 3, 300, 2, t, 3, s};
+    p.u.bench_request = (ccoip_bench_request_t){7, 3, 300, 2, t, 3, s, {.protocol = inetIPv4, .ipv4 = {{10, 0, 0, 5}}}, 48146};
     round_trip(&p, &b);
+    CHECK(b.u.bench_request.targets[1].how == CCOIP_BENCH_RELAYED &&
+          memcmp(b.u.bench_request.targets[1].token.b, t[1].token.b, 16) == 0);
+    CHECK(b.u.bench_request.senders[1].how == CCOIP_BENCH_REVERSED && b.u.bench_request.senders[1].bench_port == 48152 &&
+          b.u.bench_request.senders[1].addr.ipv4.data[3] == 9);
+    CHECK(b.u.bench_request.relay_port == 48146 && b.u.bench_request.relay_addr.ipv4.data[3] == 5);
     CHECK(b.u.bench_request.session == 7 && b.u.bench_request.step == 3 && b.u.bench_request.duration_ms == 300);
     CHECK(b.u.bench_request.ntargets == 2 && b.u.bench_request.nsenders == 3);
     CHECK(memcmp(&b.u.bench_request.targets[0].uuid, &t[0].uuid, 16) == 0);
@@ -87,7 +102,7 @@ int main(void) {
     CHECK(memcmp(&b.u.bench_request.senders[2].uuid, &s[2].uuid, 16) == 0);
     ccoip_packet_free(&b);
     /* Empty lists. */
-    p.u.bench_request = (ccoip_bench_request_t){1, 1, 1, 0, NULL, 0, NULL};
+    p.u.bench_request = (ccoip_bench_request_t){1, 1, 1, 0, NULL, 0, NULL, {.protocol = inetIPv4}, 0};
     round_trip(&p, &b);
     ccoip_packet_free(&b);
 
@@ -110,13 +125,22 @@ int main(void) {
     ccoip_packet_free(&b);
 
     /* Malformed REQUEST: duration 0 and over the cap; a huge target count; a count larger than
-     * the bytes; a bad address family; the second list truncated after a good first one. */
-    uint8_t q[8 + 4 + 4 + 4 + 23 + 4 + 16];
+     * the bytes; a bad address family; a bad `how`; the second list truncated after a good first
+     * one. A target: uuid, family 4, ip, port, how, token = 40 bytes; a sender: uuid, how, family
+     * 4, ip, port, token = 40 bytes; then the relay: family 4, ip, port = 7 bytes. */
+    enum { T = 40, S = 40, RELAY = 7 };
+    uint8_t q[8 + 4 + 4 + 4 + T + 4 + S + RELAY];
     memset(q, 0, sizeof q);
     put_u32(q + 12, 300);
     put_u32(q + 16, 1);
-    q[20 + 16] = 4; /* target: uuid, family 4, ip, port = 23 bytes */
-    put_u32(q + 20 + 23, 1);
+    q[20 + 16] = 4;
+    put_u32(q + 20 + T, 1);
+    q[24 + T + 17] = 4; /* the sender's family */
+    q[24 + T + S] = 4;  /* the relay's */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_OK);
+    q[20 + 23] = 3; /* the target's how: none such */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_ERR_INVALID);
+    q[20 + 23] = CCOIP_BENCH_RELAYED;
     CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_OK);
     put_u32(q + 12, 0);
     CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_ERR_INVALID);
@@ -132,7 +156,7 @@ int main(void) {
     put_u32(q + 16, CCOIP_MAX_PEER_ENTRIES);
     CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_ERR_TRUNCATED);
     put_u32(q + 16, 1);
-    put_u32(q + 20 + 23, 2); /* two senders, one present: the first list must be freed (ASan) */
+    put_u32(q + 20 + T, 2); /* two senders, one present: the first list must be freed (ASan) */
     CHECK(decode_bytes(CCOIP_PKT_M2C_BANDWIDTH_REQUEST, q, sizeof q) == CCOIP_ERR_TRUNCATED);
 
     /* Malformed REPORT: count over the cap, count over the bytes. */
