@@ -50,6 +50,20 @@ void ccoip_chan_free(ccoip_chan_t *c) {
     memset(c, 0, sizeof *c);
 }
 
+void ccoip_chan_trim_send(ccoip_chan_t *c, size_t keep) {
+    if (c->scap <= keep) return;
+    free(c->sbuf);
+    c->sbuf = NULL;
+    c->scap = 0;
+}
+
+void ccoip_chan_trim_recv(ccoip_chan_t *c, size_t keep) {
+    if (c->rcap <= keep) return;
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rcap = 0;
+}
+
 /* *buf holds at least n bytes (grown as needed); false when memory is short. */
 static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
     if (*cap >= n) return true;

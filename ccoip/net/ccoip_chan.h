@@ -39,6 +39,10 @@ typedef struct ccoip_chan_t {
 /* Plain unless sess (may be NULL) encrypts with a cipher; false when that cipher cannot be keyed. */
 bool ccoip_chan_init(ccoip_chan_t *c, const ccoip_session_t *sess);
 void ccoip_chan_free(ccoip_chan_t *c);
+/* Gives back a half's record buffer when a big packet grew it over `keep` bytes (each half by
+ * its own thread). */
+void ccoip_chan_trim_send(ccoip_chan_t *c, size_t keep);
+void ccoip_chan_trim_recv(ccoip_chan_t *c, size_t keep);
 
 /* ccoip_conn_send_with / ccoip_conn_recv through the channel. */
 ccoip_status_t ccoip_chan_send(ccoip_chan_t *c, int fd, const ccoip_packet_t *p, ccoip_writer_t *scratch);

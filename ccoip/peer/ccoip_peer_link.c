@@ -78,6 +78,7 @@ ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p) {
     tl_epoch = atomic_load(&comm->link_epoch);
     ccoip_status_t st = ccoip_chan_send(&comm->master_chan, comm->master_fd, p, &comm->send_buf);
     if (comm->send_buf.cap > CCOIP_LINK_KEEP_BYTES) ccoip_writer_free(&comm->send_buf);
+    ccoip_chan_trim_send(&comm->master_chan, CCOIP_LINK_KEEP_BYTES);
     pthread_mutex_unlock(&comm->send_lock);
     return st;
 }
@@ -414,6 +415,7 @@ static void *link_main(void *arg) {
         if (st != CCOIP_OK) continue;
         ccoip_packet_t p;
         st = ccoip_chan_recv(&comm->master_chan, comm->master_fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 30000);
+        ccoip_chan_trim_recv(&comm->master_chan, CCOIP_LINK_KEEP_BYTES);
         if (st != CCOIP_OK) {
             if (!relink(comm, st == CCOIP_ERR_CLOSED ? "the master closed the connection" : ccoip_status_str(st))) break;
             next_beat = ccoip_now_ms() + HEARTBEAT_MS;
