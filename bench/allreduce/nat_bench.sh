@@ -52,5 +52,7 @@ for c in "reversed1 stateless 1" "reversed2 stateless 1 3" "punched2 stateful 1 
     [ -n "$us" ] && [ -n "$base" ] || continue
     awk -v name="$name" -v m="$mib" -v us="$us" -v base="$base" 'BEGIN {
         bw = 2*3/4*m*1048576/(us*1e-6)/1e6; b = 2*3/4*m*1048576/(base*1e-6)/1e6
-        printf "allreduce_nat500/n4_%gMiB_%s_busbw_vs_public,%.2f,MB/s,%.2f,%.3f\n", m, name, bw, b, bw/b }'
+        printf "allreduce_nat500/n4_%gMiB_%s_busbw_vs_public,%.2f,MB/s,%.2f,%.3f\n", m, name, bw, b, bw/b
+        # The relay carries both relayed edges over its one 500 Mbit/s link: each gets half of it.
+        if (name ~ /^relayed/) printf "allreduce_nat500/n4_%gMiB_%s_busbw_vs_relay_share,%.2f,MB/s,%.2f,%.3f\n", m, name, bw, 31.25, bw/31.25 }'
 done
