@@ -210,34 +210,30 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init((char *) mc->m->chunk, READ_CHUNK);
 }
 
-static bool buffer_append(mconn_t *mc, const uint8_t *p, size_t n, size_t limit) {
-    if (mc->len + n > limit) return false;
-    if (mc->len + n > mc->cap) {
-        size_t cap = mc->cap == 0 ? 256 : mc->cap;
-        while (cap < mc->len + n) cap *= 2;
-        uint8_t *nb = realloc(mc->buf, cap);
+/* Appends n bytes to a growing buffer (*buf NULL at first) of at most `limit` bytes. */
+static bool grow_append(uint8_t **buf, size_t *len, size_t *cap, const uint8_t *p, size_t n, size_t limit) {
+    if (*len + n > limit) return false;
+    if (n == 0) return true; /* *buf may still be NULL */
+    if (*len + n > *cap) {
+        size_t c = *cap == 0 ? 256 : *cap;
+        while (c < *len + n) c *= 2;
+        uint8_t *nb = realloc(*buf, c);
         if (nb == NULL) return false;
-        mc->buf = nb;
-        mc->cap = cap;
+        *buf = nb;
+        *cap = c;
     }
-    memcpy(mc->buf + mc->len, p, n);
-    mc->len += n;
+    memcpy(*buf + *len, p, n);
+    *len += n;
     return true;
 }
 
-static bool rec_append(mconn_t *mc, const uint8_t *p, size_t n) {
-    if (n == 0) return true; /* rec may still be NULL */
-    if (mc->rlen + n > mc->rcap) {
-        size_t cap = mc->rcap == 0 ? 4096 : mc->rcap;
-        while (cap < mc->rlen + n) cap *= 2;
-        uint8_t *nb = realloc(mc->rec, cap);
-        if (nb == NULL) return false;
-        mc->rec = nb;
-        mc->rcap = cap;
-    }
-    memcpy(mc->rec + mc->rlen, p, n);
-    mc->rlen += n;
-    return true;
+/* The frame bytes, and (sealed) the record bytes, not processed yet. */
+static bool buffer_append(mconn_t *mc, const uint8_t *p, size_t n, size_t limit) {
+    return grow_append(&mc->buf, &mc->len, &mc->cap, p, n, limit);
+}
+
+static bool rec_append(mconn_t *mc, const uint8_t *p, size_t n, size_t limit) {
+    return grow_append(&mc->rec, &mc->rlen, &mc->rcap, p, n, limit);
 }
 
 /* The handshake is over on an encrypted run: keys from it, and the bytes already read after it
@@ -246,7 +242,7 @@ static bool start_sealing(mconn_t *mc, const uint8_t *rest, size_t n) {
     if (!ccoip_chan_init(&mc->keys, &mc->c.sess) || !mc->keys.on) return false;
     memset(&mc->c.sess, 0, sizeof mc->c.sess); /* the keys live in the AEADs now */
     mc->sealed = true;
-    return rec_append(mc, rest, n);
+    return rec_append(mc, rest, n, CCOIP_RECORD_MAX + CCOIP_RECORD_OVERHEAD + 4096);
 }
 
 static bool process_frames(struct pcclMasterInstanceState_t *m, mconn_t *mc);
@@ -354,8 +350,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     while (left > 0 && !mc->closing) {
         size_t n = left < 4096 ? left : 4096;
         size_t limit = CCOIP_HEADER_SIZE + CCOIP_MAX_PAYLOAD + 4096;
-        bool room = mc->sealed ? mc->rlen + n <= limit + CCOIP_RECORD_OVERHEAD && rec_append(mc, p, n)
-                               : buffer_append(mc, p, n, limit);
+        bool room = mc->sealed ? rec_append(mc, p, n, limit + CCOIP_RECORD_OVERHEAD) : buffer_append(mc, p, n, limit);
         if (!room) {
             ccoip_mstate_reject(&m->st, &mc->c, "receive buffer limit");
             break;

@@ -152,6 +152,40 @@ bool nat_pump(nat_peer_t *peers, int n, int ms, bool (*cond)(void)) {
     return cond != NULL && cond();
 }
 
+static nat_peer_t *admit_peers, *admit_watched;
+static int admit_n;
+static unsigned admit_target;
+static bool admit_connected(void) { return admit_watched->connect >= 0; }
+static bool admit_stepped(void) {
+    for (int i = 0; i < admit_n; i++)
+        if (admit_peers[i].running && admit_peers[i].connect == 0 && admit_peers[i].steps < admit_target) return false;
+    return true;
+}
+
+void nat_admit(nat_peer_t *peers, int n, int i, const char *name, const char *host, const char *peer_bin) {
+    admit_peers = peers;
+    admit_n = n;
+    admit_watched = &peers[i];
+    long t0 = nat_now_ms();
+    REQUIRE(nat_start_peer(&peers[i], i, name, host, peer_bin));
+    CHECK(nat_pump(peers, n, 60000, admit_connected));
+    CHECK_EQ_U64(peers[i].connect, 0);
+    admit_target = peers[0].steps + 5;
+    if (i > 0) CHECK(nat_pump(peers, n, 60000, admit_stepped)); /* alone, restart_peer waits for a second */
+    fprintf(stderr, "%s: pcclConnect returned %d after %ld ms\n", name, peers[i].connect, nat_now_ms() - t0);
+}
+
+bool nat_start_relay(h_proc_t *relay, const char *bin, const char *log, char *at, size_t at_len) {
+    h_stderr_path = log;
+    char *args[] = {(char *) bin, "--listen", "10.79.0.2:0", NULL};
+    char line[256];
+    if (!nat_spawn_in(relay, "h1", args) || !h_read_line(relay, line, sizeof line, 20000)) return false;
+    const char *colon = strrchr(line, ':');
+    if (colon == NULL) return false;
+    snprintf(at, at_len, "10.79.0.2:%d", atoi(colon + 1));
+    return true;
+}
+
 long nat_slowest_step(const nat_peer_t *peers, int members, long from) {
     long worst = 0;
     for (int m = 0; m < members; m++)

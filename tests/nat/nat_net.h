@@ -44,6 +44,12 @@ bool nat_spawn_in(h_proc_t *proc, const char *host, char *const *args);
 bool nat_start_master(h_proc_t *master, const char *bin, char *const *extra);
 /* Starts restart_peer as `shard` on `host`; its stderr goes to x->log. */
 bool nat_start_peer(nat_peer_t *x, int shard, const char *name, const char *host, const char *peer_bin);
+/* Starts peers[i] as shard i on `host`, requires its pcclConnect to return 0 within 60 s, then
+ * (i > 0: restart_peer steps only with a second peer) waits until every connected peer of
+ * peers[0..n) ran 5 steps past peers[0]'s step then; logs how long pcclConnect took. */
+void nat_admit(nat_peer_t *peers, int n, int i, const char *name, const char *host, const char *peer_bin);
+/* Starts pccl-relay on h1 (10.79.0.2), its stderr into `log`; its address into at. */
+bool nat_start_relay(h_proc_t *relay, const char *bin, const char *log, char *at, size_t at_len);
 /* Reads the lines of peers[0..n) for `ms`, or until cond() holds. */
 bool nat_pump(nat_peer_t *peers, int n, int ms, bool (*cond)(void));
 /* The longest time between two steps of peers[0..members) that ended after `from`; the median

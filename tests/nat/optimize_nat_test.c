@@ -40,15 +40,9 @@ int main(int argc, char **argv) {
     setenv("PCCL_PUNCH", "0", 1);
     setenv("PCCL_BENCH_MS", "300", 1);
     h_proc_t relay, master;
-    char relay_log[160], relay_at[64], line[256];
+    char relay_log[160], relay_at[64];
     snprintf(relay_log, sizeof relay_log, "/tmp/optimize_nat_test.%d.relay", (int) getpid());
-    h_stderr_path = relay_log;
-    char *rargs[] = {argv[3], "--listen", "10.79.0.2:0", NULL};
-    REQUIRE(nat_spawn_in(&relay, "h1", rargs));
-    REQUIRE(h_read_line(&relay, line, sizeof line, 20000));
-    const char *colon = strrchr(line, ':');
-    REQUIRE(colon != NULL);
-    snprintf(relay_at, sizeof relay_at, "10.79.0.2:%d", atoi(colon + 1));
+    REQUIRE(nat_start_relay(&relay, argv[3], relay_log, relay_at, sizeof relay_at));
     char *extra[] = {"--relay", relay_at, NULL};
     REQUIRE(nat_start_master(&master, argv[1], extra));
 

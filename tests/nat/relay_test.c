@@ -27,26 +27,6 @@ enum { A, N0, N1, NPEERS };
 static nat_peer_t peers[NPEERS];
 static const char *peer_bin;
 
-static nat_peer_t *watched;
-static bool connected(void) { return watched->connect >= 0; }
-static unsigned target_step;
-static bool all_at_target(void) {
-    for (int i = 0; i < NPEERS; i++)
-        if (peers[i].running && peers[i].connect == 0 && peers[i].steps < target_step) return false;
-    return true;
-}
-
-static void admitted(int i, const char *name, const char *host) {
-    watched = &peers[i];
-    long t0 = nat_now_ms();
-    REQUIRE(nat_start_peer(&peers[i], i, name, host, peer_bin));
-    CHECK(nat_pump(peers, NPEERS, 60000, connected));
-    CHECK_EQ_U64(peers[i].connect, 0);
-    target_step = peers[A].steps + 5;
-    CHECK(nat_pump(peers, NPEERS, 60000, all_at_target));
-    fprintf(stderr, "%s: pcclConnect returned %d after %ld ms\n", name, peers[i].connect, nat_now_ms() - t0);
-}
-
 int main(int argc, char **argv) {
     REQUIRE(argc == 4);
     peer_bin = argv[2];
@@ -59,22 +39,14 @@ int main(int argc, char **argv) {
     setenv("PCCL_P2P_TIMEOUT_MS", "4000", 1);
     setenv("PCCL_LOG_LEVEL", "info", 1);
     h_proc_t relay, master;
-    char relay_log[128], relay_at[64], line[256];
+    char relay_log[128], relay_at[64];
     snprintf(relay_log, sizeof relay_log, "%s.relay", nat_master_log());
-    h_stderr_path = relay_log;
-    char *rargs[] = {argv[3], "--listen", "10.79.0.2:0", NULL};
-    REQUIRE(nat_spawn_in(&relay, "h1", rargs));
-    REQUIRE(h_read_line(&relay, line, sizeof line, 20000));
-    const char *colon = strrchr(line, ':');
-    REQUIRE(colon != NULL);
-    snprintf(relay_at, sizeof relay_at, "10.79.0.2:%d", atoi(colon + 1));
+    REQUIRE(nat_start_relay(&relay, argv[3], relay_log, relay_at, sizeof relay_at));
     char *extra[] = {"--relay", relay_at, NULL};
     REQUIRE(nat_start_master(&master, argv[1], extra));
-    REQUIRE(nat_start_peer(&peers[A], A, "member A", "h0", peer_bin));
-    target_step = 3;
-    REQUIRE(nat_pump(peers, NPEERS, 60000, all_at_target));
-    admitted(N0, "NATed peer 0", "n0");
-    admitted(N1, "NATed peer 1", "n1");
+    nat_admit(peers, NPEERS, A, "member A", "h0", peer_bin);
+    nat_admit(peers, NPEERS, N0, "NATed peer 0", "n0", peer_bin);
+    nat_admit(peers, NPEERS, N1, "NATed peer 1", "n1", peer_bin);
 
     unsigned compared = nat_check_steps(peers, NPEERS);
     fprintf(stderr, "%u step hashes compared; failed calls: %d %d %d\n", compared, peers[A].errors, peers[N0].errors,
