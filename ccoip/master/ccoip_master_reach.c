@@ -26,12 +26,20 @@ bool ccoip_mreach_same_site(const ccoip_mclient_t *a, const ccoip_mclient_t *b) 
     return !a->advertised && !b->advertised && same_ip(&a->addr, &b->addr);
 }
 
+static bool has_lan_addr(const ccoip_mclient_t *c) {
+    static const uint8_t zero[16];
+    return memcmp(c->lan_addr.protocol == inetIPv4 ? c->lan_addr.ipv4.data : c->lan_addr.ipv6.data, zero,
+                  c->lan_addr.protocol == inetIPv4 ? 4 : 16) != 0;
+}
+
+bool ccoip_mreach_same_host(const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
+    if (!same_ip(&a->addr, &b->addr)) return false;
+    return !has_lan_addr(a) || !has_lan_addr(b) || same_ip(&a->lan_addr, &b->lan_addr);
+}
+
 void ccoip_mreach_dial_for(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, ccoip_inet_address_t *addr,
                            uint16_t *p2p, uint16_t *ss, uint16_t *bench) {
-    static const uint8_t zero[16];
-    bool own = memcmp(c->lan_addr.protocol == inetIPv4 ? c->lan_addr.ipv4.data : c->lan_addr.ipv6.data, zero,
-                      c->lan_addr.protocol == inetIPv4 ? 4 : 16) != 0;
-    bool site = viewer != c && own && ccoip_mreach_same_site(viewer, c);
+    bool site = viewer != c && has_lan_addr(c) && ccoip_mreach_same_site(viewer, c);
     *addr = site ? c->lan_addr : c->dial_addr;
     *p2p = site ? c->p2p_port : c->dial_p2p;
     *ss = site ? c->ss_port : c->dial_ss;

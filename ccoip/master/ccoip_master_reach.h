@@ -28,6 +28,11 @@ void ccoip_mreach_take_join(ccoip_mclient_t *c, const ccoip_join_t *j);
  * can (peers behind one NAT router, peers of one host). */
 bool ccoip_mreach_same_site(const ccoip_mclient_t *a, const ccoip_mclient_t *b);
 
+/* Whether a and b run on one host (they share its cores): the master sees them at one address
+ * and their own addresses (JOIN's local_addr) are one too, where both named one; peers of one
+ * site behind a NAT router are on different hosts. */
+bool ccoip_mreach_same_host(const ccoip_mclient_t *a, const ccoip_mclient_t *b);
+
 /* Where `viewer` dials c: c's own address and ports for a peer of its site, else c's dial_*. */
 void ccoip_mreach_dial_for(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, ccoip_inet_address_t *addr,
                            uint16_t *p2p, uint16_t *ss, uint16_t *bench);

@@ -307,11 +307,12 @@ static bool send_p2p_info(ccoip_master_state_t *st, ccoip_mclient_t **ring, size
         entries[0].tx_token = tokens[i];
         entries[count - 1].rx_token = tokens[index_of(ring, n, prev)];
     }
-    /* Then every other participant at c's address (any group), flagged SAME_HOST alone: the
-     * peers that share c's host and its cores, for c's rule on sends by reference
-     * (ccoip_splice.h). A neighbour there is listed twice: once to link, once to count. */
+    /* Then every other participant on c's host (any group), flagged SAME_HOST alone: the peers
+     * that share its cores, for c's rule on sends by reference (ccoip_splice.h); peers of its
+     * site behind a NAT router are not. A neighbour there is listed twice: once to link, once to
+     * count. */
     for (size_t k = 0; k < n && count < cap; k++)
-        if (ring[k] != c && same_address(&ring[k]->addr, &c->addr))
+        if (ring[k] != c && ccoip_mreach_same_host(ring[k], c))
             entries[count++] = entry_of(c, ring[k], CCOIP_PEER_SAME_HOST);
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);

@@ -91,6 +91,13 @@ int main(void) {
     uint16_t p2p, ss, bench;
     ccoip_mreach_dial_for(ring[0], ring[1], &at, &p2p, &ss, &bench);
     CHECK(at.ipv4.data[0] == 192 && at.ipv4.data[3] == 7 && p2p == 48150);
+    /* One site, two hosts: their own addresses differ (ring[1] named 192.168.1.7, ring[0] none:
+     * unknown counts as one host, as before protocol 11). */
+    CHECK(ccoip_mreach_same_host(ring[0], ring[1]));
+    ring[0]->lan_addr = (ccoip_inet_address_t){.protocol = inetIPv4, .ipv4 = {{192, 168, 1, 8}}};
+    CHECK(!ccoip_mreach_same_host(ring[0], ring[1]));
+    ring[0]->lan_addr = ring[1]->lan_addr;
+    CHECK(ccoip_mreach_same_host(ring[0], ring[1]));
     ring[0]->advertised = true; /* an advertised address wins */
     CHECK(!ccoip_mreach_same_site(ring[0], ring[1]));
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
