@@ -538,11 +538,15 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     bool ok = rx == NULL || !(rx->flags & (CCOIP_PEER_RX_RELAYED | CCOIP_PEER_RX_PUNCHED)) ||
               rx_dial_start(comm, info, rx, deadline);
     if (!ok) report->why = CCOIP_LINK_LOCAL;
-    /* Our dials first, then what others dial: nobody waits for a peer that waits for it. */
+    /* Our dials first, then what others dial: nobody waits for a peer that waits for it. A punch
+     * or a relayed dial may take its whole window (the other end's dial must meet ours): after
+     * the quick dials, so that a neighbour waiting for one of those is not kept waiting. */
     bool tx_dials = tx != NULL && !(tx->flags & CCOIP_PEER_TX_REVERSED);
+    bool tx_slow = tx_dials && (tx->flags & (CCOIP_PEER_TX_PUNCHED | CCOIP_PEER_TX_RELAYED));
     bool rx_dials = rx != NULL && (rx->flags & CCOIP_PEER_RX_REVERSED);
-    if (ok && tx_dials) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
+    if (ok && tx_dials && !tx_slow) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
     if (ok && rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
+    if (ok && tx_slow) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
     if (ok && tx != NULL && !tx_dials) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
     if (ok && rx != NULL && !rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
     rx_dial_end(comm, !ok);

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     setenv("PCCL_LOG_LEVEL", "info", 1);
     h_proc_t relay, master;
     char relay_log[128], relay_at[64];
-    snprintf(relay_log, sizeof relay_log, "%s.relay", nat_master_log());
+    snprintf(relay_log, sizeof relay_log, "/tmp/relay_test.%d.relay", (int) getpid());
     REQUIRE(nat_start_relay(&relay, argv[3], relay_log, relay_at, sizeof relay_at));
     char *extra[] = {"--relay", relay_at, NULL};
     REQUIRE(nat_start_master(&master, argv[1], extra));
