@@ -5,7 +5,9 @@
  * Stream on a shared-state connection: HELLO (role SHARED_STATE, our UUID) -> HELLO_ACK, then
  * requests one after another: SS_REQUEST (byte ranges: name, offset, length) -> SS_HEADER (status,
  * names and whole sizes), then the raw bytes of every range in the request's order, straight from
- * the server's tensors into the receiver's; an empty SS_REQUEST ends it (the receiver is through). */
+ * the server's tensors into the receiver's, each range followed by the XXH3-64 of its bytes as the
+ * server read them (8 bytes, big-endian; protocol 12): the receiver hashes what arrived and drops
+ * a server whose bytes do not match; an empty SS_REQUEST ends it (the receiver is through). */
 #ifndef CCOIP_PEER_SHARED_H
 #define CCOIP_PEER_SHARED_H
 
@@ -48,6 +50,19 @@ typedef struct ccoip_ss_piece_t {
     const ccoip_ss_slot_t *slot;
     uint64_t off, len;
 } ccoip_ss_piece_t;
+
+/* The range hash after a range's bytes. */
+#define CCOIP_SS_TRAILER 8u
+
+static inline void ccoip_ss_put_hash(uint8_t *b, uint64_t h) {
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t) (h >> (56 - 8 * i));
+}
+
+static inline uint64_t ccoip_ss_get_hash(const uint8_t *b) {
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++) h = h << 8 | b[i];
+    return h;
+}
 
 const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
 /* PCCL_SS_TIMEOUT_MS: no byte for this long fails a transfer. */

@@ -25,6 +25,7 @@
 #include "ccoip/peer/ccoip_prof.h"
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "cuda/cuda_table.h"
+#include "hash/hash.h"
 #include "log/log.h"
 #include "threadpark/monocond.h"
 
@@ -54,6 +55,7 @@ typedef struct unit_t {
     int8_t thief;      /* the source fetching it again into a buffer of its own, -1: none */
     uint32_t fetch;    /* the RESULT's fetch of its first piece */
     int64_t since;     /* ms: when its owner took it */
+    uint64_t xxh;      /* split and done: its bytes' hash, as its distributor sent and we checked it */
 } unit_t;
 
 struct plan_t;
@@ -67,6 +69,8 @@ typedef struct source_t {
     char name[80];
     _Atomic uint64_t rx; /* bytes received from it */
     int64_t t0, last_log;
+    hash_xxh3_stream_t *hs; /* the range being received */
+    uint64_t last_hash;     /* the first range of its last unit, checked against its trailer */
     int fd;    /* under the plan's lock: -1 before the connection and after its close */
     bool busy; /* under the plan's lock: a unit in flight */
 } source_t;
@@ -122,7 +126,7 @@ static void add_piece(plan_t *pl, uint32_t f, const ccoip_ss_slot_t *s, uint64_t
     if (join) {
         pl->units[pl->nunits - 1].n++;
     } else {
-        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_OPEN, s->bytes >= pl->range, true, -1, -1, f, 0};
+        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_OPEN, s->bytes >= pl->range, true, -1, -1, f, 0, 0};
     }
     pl->units[pl->nunits - 1].host &= !s->device;
     pl->npieces++;
@@ -311,7 +315,7 @@ static void finish_unit(plan_t *pl, source_t *s, int64_t u, bool ok, bool stolen
     unit_t *x = u >= 0 ? &pl->units[u] : NULL;
     if (x != NULL && stolen) x->thief = -1;
     if (x != NULL && !stolen) x->owner = -1;
-    if (x != NULL && ok && x->state != U_DONE) unit_done(pl, x);
+    if (x != NULL && ok && x->state != U_DONE) x->xxh = s->last_hash, unit_done(pl, x);
     if (x != NULL && !ok && x->state == U_BUSY && x->owner < 0 && x->thief < 0) x->state = U_OPEN;
     bool counts = ok || pl->ndone < pl->nunits; /* a copy cut after the end is no failure */
     if (!ok && counts) {
@@ -338,6 +342,7 @@ static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) 
         }
         LOG_INFO(MOD, "shared state: a range held up by %s came from %s first", held_by >= 0 ? pl->src[held_by].name : "?",
                  s->name);
+        x->xxh = s->last_hash;
         unit_done(pl, x);
     }
     x->thief = -1;
@@ -390,17 +395,19 @@ static void count_rx(source_t *s, uint64_t n) {
 }
 
 /* The bytes of one piece, straight into host memory (or `into`, a thief's buffer) or through the
- * staging buffer. */
-static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
+ * staging buffer, hashed as they arrive. */
+static ccoip_status_t recv_bytes(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
                                  uint8_t *into) {
     const cuda_table_t *cu = pc->slot->device ? cuda_table() : NULL;
     if (pc->slot->device && cu == NULL) return CCOIP_ERR_INVALID;
     if (pc->slot->device && *stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
+    hash_xxh3_stream_reset(s->hs);
     for (uint64_t off = 0; off < pc->len;) {
         size_t k = pc->len - off < READ_STEP ? (size_t) (pc->len - off) : READ_STEP;
         uint8_t *dst = into != NULL ? into + off : (uint8_t *) pc->slot->data + pc->off + off;
         ccoip_status_t st = ccoip_sealed_read(in, cu != NULL ? *stage : dst, k, ccoip_now_ms() + s->plan->stall_ms);
         if (st != CCOIP_OK) return st;
+        hash_xxh3_stream_update(s->hs, cu != NULL ? *stage : dst, k);
         cuda_status_t cs = cu != NULL ? cu->memcpy_h2d(dst, *stage, k, NULL) : CUDA_OK;
         if (cs != CUDA_OK) {
             LOG_ERROR(MOD, "shared state: copying tensor \"%s\" to the GPU failed: %s", pc->slot->name, cu->status_string(cs));
@@ -410,6 +417,27 @@ static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss
         count_rx(s, k);
     }
     return CCOIP_OK;
+}
+
+/* One piece and the hash its distributor took of it: bytes that do not match it (corrupted on
+ * the way or in its memory after the election) drop the distributor, and the range goes to the
+ * others. *h: the hash, when it matched. */
+static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
+                                 uint8_t *into, uint64_t *h) {
+    ccoip_status_t st = recv_bytes(s, in, pc, stage, into);
+    uint8_t tr[CCOIP_SS_TRAILER];
+    if (st == CCOIP_OK) st = ccoip_sealed_read(in, tr, sizeof tr, ccoip_now_ms() + s->plan->stall_ms);
+    if (st != CCOIP_OK) return st;
+    uint64_t got = hash_xxh3_stream_digest(s->hs), sent = ccoip_ss_get_hash(tr);
+    if (got == sent) {
+        *h = got;
+        return CCOIP_OK;
+    }
+    LOG_ERROR(MOD, "shared state: bytes %llu+%llu of tensor \"%s\" from distributor %s do not match the hash it sent "
+                   "(%016llx, received %016llx): a bad source, dropped; the range comes from another",
+              (unsigned long long) pc->off, (unsigned long long) pc->len, pc->slot->name, s->name,
+              (unsigned long long) sent, (unsigned long long) got);
+    return CCOIP_ERR_INVALID;
 }
 
 /* The distributor's answer to our request: a header listing our ranges' tensors, in order, with
@@ -452,7 +480,9 @@ static ccoip_status_t fetch_unit(source_t *s, int fd, ccoip_sealed_t *in, const 
     st = check_header(&p, pc, u->n, s->name);
     ccoip_packet_free(&p);
     for (uint32_t i = 0; i < u->n && st == CCOIP_OK; i++) {
-        st = recv_piece(s, in, &pc[i], stage, into);
+        uint64_t h = 0;
+        st = recv_piece(s, in, &pc[i], stage, into, &h);
+        if (i == 0) s->last_hash = h;
         if (into != NULL) into += pc[i].len;
     }
     return st;
@@ -484,10 +514,12 @@ static void *source_main(void *arg) {
     memset(&sess, 0, sizeof sess);
     int fd = connect_distributor(pl->comm, s->at, s->name, &sess);
     ccoip_sealed_t in;
-    bool ok = fd >= 0 && ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
+    bool ok = fd >= 0 && (s->hs = hash_xxh3_stream_new()) != NULL &&
+              ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
     if (!ok) {
         finish_unit(pl, s, -1, false, false);
         if (fd >= 0) ccoip_sock_close(fd);
+        hash_xxh3_stream_free(s->hs);
         return NULL;
     }
     pthread_mutex_lock(&pl->lock);
@@ -507,6 +539,7 @@ static void *source_main(void *arg) {
     pthread_mutex_unlock(&pl->lock);
     free(stage);
     free(buf);
+    hash_xxh3_stream_free(s->hs);
     ccoip_sealed_free(&in);
     ccoip_sock_close(fd);
     return NULL;
@@ -553,7 +586,7 @@ static void record_resume(plan_t *pl) {
         const ccoip_ss_piece_t *pc = &pl->pieces[x->first];
         if (!x->split || x->state != U_DONE || !partial[x->fetch] || pc->slot->device) continue;
         ccoip_ss_span_t sp = span_of(pl, pc);
-        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp)) break;
+        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp, x->xxh)) break;
     }
     ccoip_ss_resume_seal(*rec);
     free(partial);

@@ -56,8 +56,12 @@
  *    and shared state in byte ranges from several distributors at once: RESULT lists the receiver's
  *    distributors once (`sources`) and every fetch names up to CCOIP_SS_MAX_SOURCES of them;
  *    SS_REQUEST asks for byte ranges (name, offset, length), and one shared-state connection
- *    carries requests one after another until an empty one (docs/shared-state.md) */
-#define CCOIP_PROTOCOL_VERSION 11u
+ *    carries requests one after another until an empty one (docs/shared-state.md)
+ * 12: on a shared-state connection every range's bytes are followed by the XXH3-64 of those bytes
+ *    as the distributor read them (8 bytes, big-endian; no packet changes): the receiver drops a
+ *    distributor whose bytes do not match and fetches the range from another in the same call
+ *    (docs/shared-state.md) */
+#define CCOIP_PROTOCOL_VERSION 12u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
 /* Most neighbours one peer can be told about in one P2P_INFO (ring: 2; later pools and

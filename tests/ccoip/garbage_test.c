@@ -34,7 +34,7 @@ static size_t frame(uint8_t *out, uint32_t len, uint16_t type) {
     return 6;
 }
 
-#define PROTO 11 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
+#define PROTO 12 /* CCOIP_PROTOCOL_VERSION, written out: the test speaks raw bytes */
 /* A JOIN's body: group, 3 ports, advertised (0), an IPv4 address (family byte 4, 4 bytes), port,
  * the peer's own IPv4 address. */
 #define JOIN_LEN 23

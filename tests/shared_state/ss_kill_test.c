@@ -1,9 +1,10 @@
 /* The distributor dies mid-transfer: the receiver gets an error within a bounded time, the other
  * holder's sync succeeds, and a retry fetches the state from that holder, bit for bit, and only
  * the ranges (8 MiB here) that did not arrive whole before the kill: rx_bytes of the retry is the
- * tensor's size less the whole ranges of the failed call. The receiver fetches from one
- * distributor only (PCCL_SS_MAX_SOURCES=1): with both it would finish from the other in the same
- * call (ss_multi_test).
+ * tensor's size less the whole ranges of the failed call that still match the hashes their
+ * distributor sent (one of them is changed before the retry and fetched again). The receiver
+ * fetches from one distributor only (PCCL_SS_MAX_SOURCES=1): with both it would finish from the
+ * other in the same call (ss_multi_test).
  * Serving is capped at 64 MB/s (PCCL_SS_MAX_SEND_MBPS) so that the 96 MiB transfer is surely in
  * flight when the kill comes: the test waits for the receiver's first progress line (transfers
  * over 64 MiB log one per second at info level). Usage: ss_kill_test PCCL_MASTER SS_PEER */
@@ -74,8 +75,11 @@ int main(int argc, char **argv) {
     sscanf(line, "sync %d %llu", &r[1].result, &r[1].revision);
     CHECK_EQ_U64(r[1].result, 0);
 
-    /* Retry: the survivor moves on to revision 1; the receiver, still behind, fetches from it. */
+    /* Retry: the survivor moves on to revision 1; the receiver, still behind, fetches from it.
+     * One byte of a range that arrived whole is changed before: that range no longer matches the
+     * hash its distributor sent with it and is fetched again, the other whole ranges are kept. */
     unsigned long long r2_before = r[2].rx;
+    REQUIRE(ss_cmd(p[2], line, sizeof line, "poke 0 100") == 0);
     ss_cmd(p[1], line, sizeof line, "bump");
     h_proc_t *q[2] = {p[1], p[2]};
     ss_sync_all(q, 2, NULL, r);
@@ -84,10 +88,10 @@ int main(int argc, char **argv) {
     CHECK_EQ_U64(r[1].revision, 1);
     unsigned long long kept = r2_before / RANGE * RANGE; /* the whole ranges of the failed call */
     CHECK(kept > 0);
-    CHECK_EQ_U64(r[1].rx, BYTES - kept);
-    CHECK_EQ_U64(r[0].tx, BYTES - kept);
-    fprintf(stderr, "ss_kill_test: the retry received %llu bytes: %llu kept of the %llu the failed call received\n",
-            r[1].rx, kept, r2_before);
+    CHECK_EQ_U64(r[1].rx, BYTES - kept + RANGE);
+    CHECK_EQ_U64(r[0].tx, BYTES - kept + RANGE);
+    fprintf(stderr, "ss_kill_test: the retry received %llu bytes: %llu kept of the %llu the failed call received, "
+                    "less the range changed since\n", r[1].rx, kept - RANGE, r2_before);
     CHECK_EQ_U64(ss_cmd(p[2], line, sizeof line, "check 5"), 0);
     CHECK(ss_same_hash(q, 2));
     CHECK(file_has(log_path, "MB/s)"));
