@@ -264,7 +264,8 @@ bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bo
     } else if (h->version != CCOIP_PROTOCOL_VERSION) {
         status = CCOIP_HELLO_BAD_VERSION;
         snprintf(why, why_len, "protocol version %u, we speak %u", h->version, CCOIP_PROTOCOL_VERSION);
-    } else if (h->role != role) {
+    } else if (h->role != role && !(role == CCOIP_ROLE_SHARED_STATE && h->role == CCOIP_ROLE_SS_REVERSED)) {
+        /* (the shared-state listener also takes distributors dialling back: docs/nat.md) */
         status = CCOIP_HELLO_BAD_ROLE;
         snprintf(why, why_len, "role %u where %u belongs", h->role, role);
     } else if (theirs != (key != NULL)) {

@@ -21,6 +21,7 @@
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_mailbox.h"
 #include "hash/hash.h"
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "log/log.h"
@@ -61,6 +62,7 @@ struct ccoip_peer_ss_t {
     int nworkers;
     _Atomic uint64_t tx;
     ccoip_ss_resume_t *resume; /* the API thread's only */
+    ccoip_ss_mailbox_t *mailbox; /* distributors that dial us (ccoip_ss_mailbox.h) */
 };
 
 uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->listener.port; }
@@ -68,6 +70,14 @@ uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : c
 int64_t ccoip_ss_stall_ms(const pcclComm_t *comm) { return comm->ss->stall_ms; }
 
 ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm) { return &comm->ss->resume; }
+
+ccoip_ss_mailbox_t *ccoip_ss_mailbox_of(pcclComm_t *comm) { return comm->ss->mailbox; }
+
+void ccoip_ss_serve_close(pcclComm_t *comm) {
+    pthread_mutex_lock(&comm->ss->lock);
+    comm->ss->serving = false;
+    pthread_mutex_unlock(&comm->ss->lock);
+}
 
 static int by_slot_name(const void *key, const void *elem) {
     return strcmp((const char *) key, ((const ccoip_ss_slot_t *) elem)->name);
@@ -339,8 +349,53 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void handle_incoming(void *ctx, int fd, const char *who) {
-    pcclComm_t *comm = ctx;
+/* A serving thread for connection fd of receiver uuid (handshake done), unless serving ended or
+ * we are full; NULL: refused (refusal says why; *status the HELLO status a caller may answer). */
+static worker_t *add_worker(pcclComm_t *comm, int fd, const ccoip_uuid_t *uuid, const ccoip_session_t *sess,
+                            const char *who, bool known, const char **refusal, uint8_t *status) {
+    ccoip_peer_ss_t *ss = comm->ss;
+    worker_t *w = NULL;
+    pthread_mutex_lock(&ss->lock);
+    if (!known) *refusal = "peer not announced by the master", *status = CCOIP_HELLO_UNKNOWN_PEER;
+    else if (!ss->serving) *refusal = "serving ended", *status = CCOIP_HELLO_BUSY;
+    else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) *refusal = "too many requests", *status = CCOIP_HELLO_BUSY;
+    if (w != NULL) {
+        w->fd = fd;
+        w->uuid = *uuid;
+        w->comm = comm;
+        w->sess = *sess;
+        w->corrupt = ss->corrupt;
+        snprintf(w->who, sizeof w->who, "%s", who);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            *refusal = "cannot start a serving thread";
+            free(w);
+            w = NULL;
+        } else {
+            ss->workers[ss->nworkers++] = w;
+        }
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return w;
+}
+
+bool ccoip_ss_serve_fd(pcclComm_t *comm, int fd, const ccoip_uuid_t *uuid, const ccoip_session_t *sess,
+                       const char *who) {
+    const char *refusal = NULL;
+    uint8_t status = CCOIP_HELLO_OK;
+    if (add_worker(comm, fd, uuid, sess, who, true, &refusal, &status) != NULL) return true;
+    LOG_WARN(MOD, "shared state: not serving %s: %s", who, refusal);
+    ccoip_sock_close(fd);
+    return false;
+}
+
+bool ccoip_ss_serving(pcclComm_t *comm) {
+    pthread_mutex_lock(&comm->ss->lock);
+    bool on = comm->ss->serving;
+    pthread_mutex_unlock(&comm->ss->lock);
+    return on;
+}
+
+void ccoip_ss_take_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_peer_ss_t *ss = comm->ss;
     ccoip_hello_t hello;
     char why[96];
@@ -351,10 +406,11 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
+    if (hello.role == CCOIP_ROLE_SS_REVERSED) { /* a distributor dialling us back (ccoip_ss_dial.h) */
+        ccoip_ss_mailbox_arrived(ss->mailbox, comm, fd, &hello, who, deadline);
+        return;
+    }
     const ccoip_uuid_t uuid = hello.uuid;
-    const char *refusal = NULL;
-    uint8_t status = CCOIP_HELLO_OK;
-    worker_t *w = NULL;
     pthread_mutex_lock(&ss->lock);
     bool in_sync = ss->serving, known = false;
     for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
@@ -383,32 +439,16 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    pthread_mutex_lock(&ss->lock);
-    if (!known) refusal = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
-    else if (!ss->serving) refusal = "serving ended", status = CCOIP_HELLO_BUSY;
-    else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
-    if (w != NULL) {
-        w->fd = fd;
-        w->uuid = uuid;
-        w->comm = comm;
-        w->sess = sess;
-        w->corrupt = ss->corrupt;
-        snprintf(w->who, sizeof w->who, "%s", who);
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            refusal = "cannot start a serving thread";
-            free(w);
-            w = NULL;
-        } else {
-            ss->workers[ss->nworkers++] = w;
-        }
-    }
-    pthread_mutex_unlock(&ss->lock);
-    if (w != NULL) return;
+    const char *refusal = NULL;
+    uint8_t status = CCOIP_HELLO_OK;
+    if (add_worker(comm, fd, &uuid, &sess, who, known, &refusal, &status) != NULL) return;
     if (status == CCOIP_HELLO_UNKNOWN_PEER) ccoip_conn_answer_hello(fd, status, NULL); /* after OK: just close */
     if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, refusal);
     else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, refusal);
     ccoip_sock_close(fd);
 }
+
+static void handle_incoming(void *ctx, int fd, const char *who) { ccoip_ss_take_incoming(ctx, fd, who); }
 
 pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ccoip_peer_ss_t *ss = calloc(1, sizeof *ss);
@@ -418,6 +458,7 @@ pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ss->stall_ms = ccoip_env_num("PCCL_SS_TIMEOUT_MS", 30000);
     pthread_mutex_init(&ss->lock, NULL);
     comm->ss = ss;
+    if ((ss->mailbox = ccoip_ss_mailbox_new()) == NULL) return pcclInternalError;
     /* Right above the p2p listener: the same bump allocation (PCCL_P2P_FIRST_PORT and up). */
     uint16_t first = comm->p2p.listener.port < 65535 ? (uint16_t) (comm->p2p.listener.port + 1) : 48150;
     return ccoip_listener_start(&ss->listener, comm->params.master_address.inet.protocol, first, PORT_TRIES,
@@ -432,6 +473,7 @@ void ccoip_ss_stop(pcclComm_t *comm) {
     ccoip_listener_stop(&ss->listener);
     ccoip_ss_serve_end(comm);
     ccoip_ss_resume_free(ss->resume);
+    ccoip_ss_mailbox_free(ss->mailbox);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
     comm->ss = NULL;
@@ -452,12 +494,12 @@ void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t
     pthread_mutex_unlock(&ss->lock);
 }
 
-void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n) {
+void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_result_t *r) {
     ccoip_peer_ss_t *ss = comm->ss;
     pthread_mutex_lock(&ss->lock);
-    for (uint32_t i = 0; i < n && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) {
+    for (uint32_t i = 0; i < r->nserve && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) {
         ss->served[ss->nallowed] = false;
-        ss->allowed[ss->nallowed++] = clients[i].uuid;
+        ss->allowed[ss->nallowed++] = r->serve[i].uuid;
     }
     pthread_mutex_unlock(&ss->lock);
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
 
@@ -39,7 +40,7 @@ uint16_t ccoip_ss_port(const pcclComm_t *comm);
  * peers the master announced, end (refuses new requests, cuts what still runs, joins every
  * serving thread; returns the tensor bytes sent since begin). */
 void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n);
-void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n);
+void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_result_t *r);
 uint64_t ccoip_ss_serve_end(pcclComm_t *comm);
 /* Without the master's DONE (its link broke): waits until every peer allowed has received all it
  * asked us for; false when one did not and nothing was sent for PCCL_SS_TIMEOUT_MS. */
@@ -67,6 +68,21 @@ static inline uint64_t ccoip_ss_get_hash(const uint8_t *b) {
 const ccoip_ss_slot_t *ccoip_ss_find(const ccoip_ss_slot_t *slots, size_t n, const char *name);
 /* PCCL_SS_TIMEOUT_MS: no byte for this long fails a transfer. */
 int64_t ccoip_ss_stall_ms(const pcclComm_t *comm);
+/* Connections of a sync made the other way round (ccoip_ss_dial.h): a distributor that dials
+ * its receiver, or both the relay. The receiver's table of distributors that dial it
+ * (ccoip_ss_mailbox.h), and the end of serving before serve_end (no new connection is served;
+ * the dialling threads then end and are joined). */
+struct ccoip_ss_mailbox_t *ccoip_ss_mailbox_of(pcclComm_t *comm);
+void ccoip_ss_serve_close(pcclComm_t *comm);
+/* A connection a distributor dialled (handshake done, we accepted): served like one the
+ * listener accepted; false (fd closed) when serving ended or we are full. */
+bool ccoip_ss_serve_fd(pcclComm_t *comm, int fd, const ccoip_uuid_t *uuid, const ccoip_session_t *sess,
+                       const char *who);
+/* The listener's handling of a new connection (HELLO not read yet), also for one that came
+ * through the relay. */
+void ccoip_ss_take_incoming(pcclComm_t *comm, int fd, const char *who);
+bool ccoip_ss_serving(pcclComm_t *comm);
+
 /* What the last failed fetch had received (ccoip_ss_resume.h), kept for the retry; freed by
  * ccoip_ss_stop. */
 struct ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm);

@@ -23,6 +23,8 @@
 #include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_dial.h"
+#include "ccoip/peer/ccoip_ss_mailbox.h"
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "cuda/cuda_table.h"
 #include "hash/hash.h"
@@ -353,14 +355,58 @@ static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) 
 
 /* ---- one distributor ---- */
 
-static int connect_distributor(pcclComm_t *comm, const ccoip_ss_source_t *at, const char *name,
-                               ccoip_session_t *sess) {
-    ccoip_socket_address_t a = {at->addr, at->ss_port};
+/* Whether source s may still get a unit (the fetch is not over). */
+static bool still_needed(source_t *s) {
+    plan_t *pl = s->plan;
+    pthread_mutex_lock(&pl->lock);
+    bool yes = pl->res == pcclSuccess && pl->ndone < pl->nunits && (pl->alive >> s->idx & 1) != 0;
+    pthread_mutex_unlock(&pl->lock);
+    return yes;
+}
+
+/* A distributor we cannot dial dials us (ccoip_ss_dial.h): its connection, once our listener has
+ * it, while the fetch still needs it. */
+static int await_distributor(source_t *s, int64_t deadline, ccoip_session_t *sess) {
+    pcclComm_t *comm = s->plan->comm;
+    LOG_INFO(MOD, "shared state: distributor %s cannot be dialled: it dials us (reversed fetch connection)", s->name);
+    while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping) && still_needed(s)) {
+        int64_t until = ccoip_now_ms() + 100;
+        int fd = ccoip_ss_mailbox_await(ccoip_ss_mailbox_of(comm), comm, &s->at->uuid, until < deadline ? until : deadline,
+                                        sess);
+        if (fd >= 0) return fd;
+    }
+    if (still_needed(s)) LOG_ERROR(MOD, "shared state: distributor %s never dialled us", s->name);
+    return -1;
+}
+
+/* The TCP connection to source s: to its listener, or to the relay with the pair's token. */
+static int dial_source(source_t *s, int64_t left, ccoip_status_t *st) {
+    const ccoip_ss_source_t *at = s->at;
+    int ms = (int) (left < 1000 ? left : 1000);
+    if (at->how != CCOIP_SS_RELAYED) {
+        ccoip_socket_address_t a = {at->addr, at->ss_port};
+        return ccoip_sock_connect(&a, ms, st);
+    }
+    ccoip_socket_address_t relay = {s->plan->r->relay_addr, s->plan->r->relay_port};
+    if (relay.port == 0) {
+        *st = CCOIP_ERR_INVALID;
+        return -1;
+    }
+    return ccoip_ss_relay_dial(&relay, &at->token, ms, st);
+}
+
+static int connect_distributor(source_t *s, ccoip_session_t *sess) {
+    pcclComm_t *comm = s->plan->comm;
+    const char *name = s->name;
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
+    if (s->at->how == CCOIP_SS_REVERSED) return await_distributor(s, deadline, sess);
+    if (s->at->how == CCOIP_SS_RELAYED)
+        LOG_INFO(MOD, "shared state: distributor %s and we cannot dial each other: through the relay (relayed fetch "
+                      "connection)", name);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
     while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
         int64_t left = deadline - ccoip_now_ms();
-        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
+        int fd = dial_source(s, left, &st);
         if (fd < 0) {
             if (st == CCOIP_ERR_REFUSED) break; /* nobody listens: that peer is gone */
             continue;
@@ -373,8 +419,11 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_source_t *at, co
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final
-         * (NOT_SERVING: its sync ended, it will never serve this one). */
-        if (st != CCOIP_ERR_REFUSED || (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY)) break;
+         * (NOT_SERVING: its sync ended, it will never serve this one), and so is a relayed try
+         * (the distributor meets us at the relay once). */
+        if (s->at->how == CCOIP_SS_RELAYED || st != CCOIP_ERR_REFUSED ||
+            (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY))
+            break;
         ccoip_sleep_ms(10);
     }
     LOG_ERROR(MOD, "shared state: cannot reach distributor %s: %s", name, ccoip_status_str(st));
@@ -512,7 +561,7 @@ static void *source_main(void *arg) {
     s->t0 = s->last_log = ccoip_now_ms();
     ccoip_session_t sess;
     memset(&sess, 0, sizeof sess);
-    int fd = connect_distributor(pl->comm, s->at, s->name, &sess);
+    int fd = connect_distributor(s, &sess);
     ccoip_sealed_t in;
     bool ok = fd >= 0 && (s->hs = hash_xxh3_stream_new()) != NULL &&
               ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
@@ -596,6 +645,8 @@ static void record_resume(plan_t *pl) {
 
 static void run_sources(plan_t *pl) {
     int64_t t0 = ccoip_now_ms();
+    for (uint32_t k = 0; k < pl->nsrc; k++) /* those that dial us: our listener keeps their connections */
+        if (pl->src[k].at->how == CCOIP_SS_REVERSED) ccoip_ss_mailbox_expect(ccoip_ss_mailbox_of(pl->comm), &pl->src[k].at->uuid);
     for (uint32_t k = 0; k < pl->nsrc; k++) {
         pl->src[k].started = pthread_create(&pl->src[k].thread, NULL, source_main, &pl->src[k]) == 0;
         if (!pl->src[k].started) {
@@ -605,6 +656,7 @@ static void run_sources(plan_t *pl) {
     }
     for (uint32_t k = 0; k < pl->nsrc; k++)
         if (pl->src[k].started) pthread_join(pl->src[k].thread, NULL);
+    ccoip_ss_mailbox_forget(ccoip_ss_mailbox_of(pl->comm));
     if (pl->total <= PROGRESS_BYTES) return;
     int64_t ms = ccoip_now_ms() - t0;
     LOG_INFO(MOD, "shared state: fetched %.1f MiB from %u distributors in %lld ms (%.0f MB/s)%s",

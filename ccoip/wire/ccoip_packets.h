@@ -60,7 +60,10 @@
  * 12: on a shared-state connection every range's bytes are followed by the XXH3-64 of those bytes
  *    as the distributor read them (8 bytes, big-endian; no packet changes): the receiver drops a
  *    distributor whose bytes do not match and fetches the range from another in the same call
- *    (docs/shared-state.md) */
+ *    (docs/shared-state.md); a receiver that cannot dial a distributor is dialled by it
+ *    (CCOIP_SS_REVERSED, HELLO role CCOIP_ROLE_SS_REVERSED) or meets it at the relay
+ *    (CCOIP_SS_RELAYED): RESULT's sources and serve entries say how, with the address to dial or
+ *    the pair's token, and RESULT names the relay (docs/nat.md) */
 #define CCOIP_PROTOCOL_VERSION 12u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -116,7 +119,10 @@ typedef enum ccoip_role_t {
     CCOIP_ROLE_PEER_TO_MASTER = 1,
     CCOIP_ROLE_P2P = 2,
     CCOIP_ROLE_SHARED_STATE = 3,
-    CCOIP_ROLE_BENCHMARK = 4
+    CCOIP_ROLE_BENCHMARK = 4,
+    /* version 12: a distributor dialling a receiver's shared-state listener (CCOIP_SS_REVERSED):
+     * the receiver then asks for ranges over it as over a connection it dialled itself */
+    CCOIP_ROLE_SS_REVERSED = 5
 } ccoip_role_t;
 
 typedef enum ccoip_hello_status_t {
@@ -430,11 +436,19 @@ typedef struct ccoip_ss_done_t {
 #define CCOIP_SS_MAX_DISTRIBUTORS 64u /* distributors named in one RESULT */
 #define CCOIP_SS_MAX_RANGES 256u      /* byte ranges in one SS_REQUEST */
 
+/* How a fetch connection is made (version 12; docs/nat.md): the receiver dials the distributor's
+ * shared-state listener; the distributor dials the receiver's (the receiver cannot dial it, but
+ * it can dial the receiver); or both dial the relay of the RESULT with the pair's token (neither
+ * can dial the other) and the receiver handshakes through it as when it dials. */
+enum { CCOIP_SS_DIRECT = 0, CCOIP_SS_REVERSED = 1, CCOIP_SS_RELAYED = 2 };
+
 /* A distributor of this sync: the peer and its shared-state listener. */
 typedef struct ccoip_ss_source_t {
     ccoip_uuid_t uuid;
     ccoip_inet_address_t addr;
     uint16_t ss_port;
+    uint8_t how;        /* CCOIP_SS_DIRECT / REVERSED / RELAYED */
+    ccoip_uuid_t token; /* RELAYED: the pair's token at the relay, else zeros */
 } ccoip_ss_source_t;
 
 /* An index into the RESULT's sources (the receiver checks it is in range). */
@@ -452,9 +466,14 @@ typedef struct ccoip_ss_fetch_t {
     ccoip_ss_src_t *src;
 } ccoip_ss_fetch_t;
 
-/* A peer allowed to connect to our shared-state listener for this sync. */
+/* A peer allowed to connect to our shared-state listener for this sync; REVERSED: we dial it at
+ * addr:ss_port, RELAYED: we dial the relay with token (version 12). */
 typedef struct ccoip_ss_client_t {
     ccoip_uuid_t uuid;
+    uint8_t how;
+    ccoip_inet_address_t addr;
+    uint16_t ss_port;
+    ccoip_uuid_t token;
 } ccoip_ss_client_t;
 
 typedef struct ccoip_ss_result_t {
@@ -468,6 +487,8 @@ typedef struct ccoip_ss_result_t {
     ccoip_ss_client_t *serve;
     uint32_t nsources;
     ccoip_ss_source_t *sources; /* the distributors the fetches name, by index */
+    ccoip_inet_address_t relay_addr; /* version 12: the relay of RELAYED fetches (port 0: none) */
+    uint16_t relay_port;
 } ccoip_ss_result_t;
 
 typedef struct ccoip_ss_master_done_t {
