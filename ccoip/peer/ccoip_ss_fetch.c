@@ -623,22 +623,18 @@ static void apply_resume(plan_t *pl) {
                       "fetched again", (unsigned) kept, (double) pl->kept / 1048576.0);
 }
 
-/* After a failure: remembers the ranges received of host tensors that did not arrive whole. */
+/* After a failure: remembers the ranges received whole of host tensors cut into ranges (also of
+ * those that arrived whole: one changed since is then fetched again range by range). */
 static void record_resume(plan_t *pl) {
-    bool *partial = calloc(pl->r->nfetch + 1, sizeof *partial);
-    if (partial == NULL) return;
-    for (uint32_t u = 0; u < pl->nunits; u++)
-        if (pl->units[u].split && pl->units[u].state != U_DONE) partial[pl->units[u].fetch] = true;
     ccoip_ss_resume_t **rec = ccoip_ss_resume_of(pl->comm);
     for (uint32_t u = 0; u < pl->nunits; u++) {
         const unit_t *x = &pl->units[u];
         const ccoip_ss_piece_t *pc = &pl->pieces[x->first];
-        if (!x->split || x->state != U_DONE || !partial[x->fetch] || pc->slot->device) continue;
+        if (!x->split || x->state != U_DONE || pc->slot->device) continue;
         ccoip_ss_span_t sp = span_of(pl, pc);
         if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp, x->xxh)) break;
     }
     ccoip_ss_resume_seal(*rec);
-    free(partial);
 }
 
 /* ---- the call ---- */

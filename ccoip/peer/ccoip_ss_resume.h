@@ -1,6 +1,6 @@
 /* ccoip_ss_resume.h: what a failed shared-state fetch had received, for the retry
- * (ccoip_ss_resume.c). When a fetch fails, every range that arrived whole of a host tensor that
- * did not arrive whole is remembered with the XXH3 of its bytes that its distributor sent with
+ * (ccoip_ss_resume.c). When a fetch fails, every range that arrived whole of a host tensor cut
+ * into ranges is remembered with the XXH3 of its bytes that its distributor sent with
  * them (and they matched), keyed by the tensor's name, its elected content (hash and kind), its
  * size and the range size. The next fetch of the same content re-hashes those ranges in the
  * user's memory and skips those that still match: a range missing, or changed since, is fetched
