@@ -52,7 +52,7 @@ static int dial_back(dialer_t *d, ccoip_session_t *sess, const char *name) {
     ccoip_socket_address_t a = {d->to.addr, d->to.ss_port};
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
-    while (ccoip_now_ms() < deadline && ccoip_ss_serving(comm) && !atomic_load(&comm->stopping)) {
+    for (int tries = 0; ccoip_now_ms() < deadline && ccoip_ss_serving(comm) && !atomic_load(&comm->stopping); tries++) {
         int64_t left = deadline - ccoip_now_ms();
         int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
         if (fd < 0) {
@@ -67,7 +67,7 @@ static int dial_back(dialer_t *d, ccoip_session_t *sess, const char *name) {
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         if (st != CCOIP_ERR_REFUSED || (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY)) break;
-        ccoip_sleep_ms(10);
+        ccoip_sleep_ms(tries < 20 ? 10 : 100); /* a receiver through with its fetch refuses until serving ends */
     }
     LOG_WARN(MOD, "shared state: cannot dial receiver %s back: %s", name, ccoip_status_str(st));
     return -1;
