@@ -258,7 +258,16 @@ typedef struct reduce_ring_params {
      * prev; the frames take the same streams either way. */
     uint32_t lanes;                    /* <= REDUCE_RING_MAX_LANES */
     const reduce_link_t *next_lanes, *prev_lanes;
+    /* One phase only, for reduce_grid.c (needs world_size >= 2 and no stage):
+     * REDUCE_RING_SCATTER runs steps 0 .. N-2 and leaves rank r's chunk r combined over the ring
+     * in recvbuf, without Avg's division (other chunks: scratch); REDUCE_RING_GATHER runs steps
+     * N-1 .. 2N-3 and spreads each rank's chunk r of recvbuf (quantized: encoded once by its
+     * owner, who decodes it back) into everyone's recvbuf. REDUCE_RING_BOTH (0): the all-reduce. */
+    uint32_t phases;
+    uint32_t avg_divisor;              /* Avg divides by this; 0: world_size */
 } reduce_ring_params_t;
+
+enum { REDUCE_RING_BOTH = 0, REDUCE_RING_SCATTER = 1, REDUCE_RING_GATHER = 2 };
 
 typedef struct reduce_ring_stats {
     uint64_t tx_bytes; /* payload bytes of completed sends (quantized: headers and codes) */
@@ -285,5 +294,101 @@ int reduce_ring_allreduce(const reduce_ring_params_t *params, const void *sendbu
  * cut into world_size chunks: the first count % world_size chunks get one element more. */
 void reduce_ring_chunk(size_t count, size_t elem_size, uint32_t world_size, uint32_t c,
                        size_t *start, size_t *len);
+
+/* ---- The grid all-reduce (README.md "The grid schedule") --------------------------------- */
+
+#define REDUCE_GRID_MAX_DIMS 16
+#define REDUCE_GRID_MAX_PEERS 65536u
+
+/* The grid over the ring order: positions 0 .. grid-1 form a mixed-radix grid, dimension 0 the
+ * fastest-varying (its rings are runs of size[0] consecutive positions); the last `extras`
+ * positions (at most `grid`) each fold into one grid peer. */
+typedef struct reduce_grid_shape {
+    uint32_t ndims;
+    uint32_t size[REDUCE_GRID_MAX_DIMS]; /* each >= 2, non-increasing */
+    uint32_t grid, extras;
+} reduce_grid_shape_t;
+
+/* The grid for n peers with the fewest steps, sum of 2(size[d]-1) (+2 with extras), using at
+ * most max_dims dimensions (0: REDUCE_GRID_MAX_DIMS; g's prime factors, spread over fewer
+ * dimensions when too many) and at most max_extras extras; ties: fewer extras. Returns 1, or 0
+ * (shape zeroed) when no grid beats the ring's 2(n-1) steps, or n > REDUCE_GRID_MAX_PEERS (the
+ * search factors every size from n down to n/2). A function of its arguments only:
+ * every peer picks the same grid. */
+int reduce_grid_shape(uint32_t n, uint32_t max_dims, uint32_t max_extras, reduce_grid_shape_t *shape);
+
+/* Steps of one op over the shape: sum of 2(size[d]-1), +2 with extras. */
+uint32_t reduce_grid_steps(const reduce_grid_shape_t *shape);
+
+#define REDUCE_GRID_NONE UINT32_MAX
+
+/* Position pos in the grid: its coordinates, each dimension's ring neighbours (positions), and
+ * its fold partner (an extra's grid peer, a grid peer's extra, or REDUCE_GRID_NONE). An extra
+ * has extra = 1 and no coordinates or ring neighbours. */
+typedef struct reduce_grid_role {
+    int extra;
+    uint32_t coord[REDUCE_GRID_MAX_DIMS];
+    uint32_t next[REDUCE_GRID_MAX_DIMS], prev[REDUCE_GRID_MAX_DIMS];
+    uint32_t fold;
+} reduce_grid_role_t;
+void reduce_grid_role(const reduce_grid_shape_t *shape, uint32_t pos, reduce_grid_role_t *out);
+
+/* Sends go to next[d] and fold_tx, receives come from prev[d] and fold_rx; the links of roles a
+ * position does not have are ignored (ops may be NULL). */
+typedef struct reduce_grid_links {
+    reduce_link_t next[REDUCE_GRID_MAX_DIMS], prev[REDUCE_GRID_MAX_DIMS];
+    reduce_link_t fold_tx, fold_rx;
+} reduce_grid_links_t;
+
+/* All-reduce over the grid: an extra's input folds into its grid peer; reduce-scatter along
+ * dimensions 0 .. D-2 (each on the shard the previous one left), all-reduce of the last shard
+ * along dimension D-1, all-gather back along D-2 .. 0; the extra gets the result back.
+ * p: rank = position in the ring order, world_size = n (= grid + extras); tag, cache,
+ * abort_flag, doorbell, subchunk_bytes, window, poll_us, quantization as for the ring; next,
+ * prev, lanes and probe are ignored; stage must be NULL. The contract of reduce_ring_allreduce
+ * (every peer bit-identical, sendbuf never written, the same status codes), with the reduction
+ * order README.md gives for the grid. */
+int reduce_grid_allreduce(const reduce_ring_params_t *p, const reduce_grid_shape_t *shape,
+                          const reduce_grid_links_t *links, const void *sendbuf, void *recvbuf,
+                          size_t count, pcclDataType_t dtype, pcclRedOp_t op,
+                          reduce_ring_stats_t *stats);
+
+/* ---- Which all-reduce: the ring or the grid (README.md "Choosing") ----------------------- */
+
+typedef enum reduce_algo {
+    REDUCE_ALGO_AUTO = 0, /* the model decides */
+    REDUCE_ALGO_RING = 1,
+    REDUCE_ALGO_GRID = 2
+} reduce_algo_t;
+
+/* What the model knows of the links: the time one ring step costs beyond its bytes (a one-way
+ * delay plus the per-step overhead) and a link's rate. Every peer must be given the same. */
+typedef struct reduce_model {
+    double step_s;
+    double rate_Bps;
+} reduce_model_t;
+
+/* Predicted seconds for `bytes` (on the wire: quantized size when quantized) over n peers:
+ * ring 2(n-1) (step + bytes/n / rate); grid, per dimension d with the shard s_d it works on
+ * (bytes / (size[0] ... size[d-1])), 2(size[d]-1) (step + s_d/size[d] / rate), plus a fold of the
+ * whole buffer each way (2 (step + bytes / rate)) when it has extras. */
+double reduce_model_ring_s(uint32_t n, double bytes, const reduce_model_t *m);
+double reduce_model_grid_s(const reduce_grid_shape_t *shape, double bytes, const reduce_model_t *m);
+
+/* The grid's predicted time must be at most this share of the ring's before AUTO takes it: the
+ * model leaves out the grid's phase boundaries, where its pipeline drains and refills. */
+#define REDUCE_GRID_MARGIN 0.9
+
+/* The algorithm for one op: `forced` unless AUTO. The grid is the faster by the model of two
+ * shapes, the fewest steps (reduce_grid_shape(n, 0, UINT32_MAX)) and the fewest steps without
+ * extras (reduce_grid_shape(n, 0, 0)); AUTO takes it when its reduce_model_grid_s <=
+ * REDUCE_GRID_MARGIN x reduce_model_ring_s. A forced grid with no shape (n < 4) is the ring.
+ * *shape: the grid (zeroed for the ring). A pure function: peers given the same arguments pick
+ * the same. */
+reduce_algo_t reduce_grid_pick(uint32_t n, double bytes, const reduce_model_t *m, reduce_algo_t forced,
+                               reduce_grid_shape_t *shape);
+
+/* "ring", "grid" (or "2d"), "auto", any case, to *out: 0; else -1 (nothing written). */
+int reduce_algo_parse(const char *s, reduce_algo_t *out);
 
 #endif /* PCCL_REDUCE_H */

@@ -49,6 +49,8 @@
 typedef struct ring {
     uint32_t n, r;
     size_t count, esz, sub_elems;
+    uint32_t t0, t1; /* the steps this call runs: [0, 2N-2), or one phase (reduce_ring_params_t.phases) */
+    uint32_t div;    /* Avg's divisor at the owner's last combine; 0: no finish */
 } ring_t;
 
 /* A position in one lane of one of the two item streams: step t, sub-chunk j of chunk `chunk`.
@@ -82,7 +84,7 @@ size_t reduce_ring_default_subchunk(size_t count, size_t esz, uint32_t n, int qu
 }
 
 static uint32_t steps(const ring_t *g) {
-    return 2 * g->n - 2;
+    return g->t1;
 }
 
 static uint32_t chunk_at(const ring_t *g, uint32_t lag, uint32_t t) {
@@ -115,6 +117,7 @@ static void cursor_settle(const ring_t *g, cursor_t *cur) {
 
 static void cursor_init(const ring_t *g, cursor_t *cur, uint32_t lag, size_t lane, size_t lanes) {
     memset(cur, 0, sizeof *cur);
+    cur->t = g->t0;
     cur->lag = lag;
     cur->j = cur->first = lane;
     cur->stride = lanes;
@@ -142,8 +145,10 @@ static int check_params(const reduce_ring_params_t *p, const void *sendbuf, void
     if (count > 0 && sendbuf != recvbuf && ranges_overlap(sendbuf, recvbuf, count * esz))
         return REDUCE_EINVAL;
     if (p->subchunk_bytes > MAX_SUBCHUNK || p->window > REDUCE_RING_MAX_WINDOW ||
-        p->lanes > REDUCE_RING_MAX_LANES)
+        p->lanes > REDUCE_RING_MAX_LANES || p->phases > REDUCE_RING_GATHER)
         return REDUCE_EINVAL;
+    /* One phase alone serves reduce_grid.c, which stages nothing. */
+    if (p->phases != REDUCE_RING_BOTH && (p->stage != NULL || p->world_size < 2)) return REDUCE_EINVAL;
     if (p->world_size > 1) {
         if (p->next.ops == NULL || p->prev.ops == NULL || p->cache == NULL ||
             p->doorbell == NULL)
@@ -243,6 +248,9 @@ static void plan(run_t *r, const reduce_ring_params_t *p, const void *sendbuf, v
     size_t esz = reduce_dtype_size(dtype);
     r->p = p;
     r->g = (ring_t){.n = p->world_size, .r = p->rank, .count = count, .esz = esz};
+    r->g.t0 = p->phases == REDUCE_RING_GATHER ? r->g.n - 1 : 0;
+    r->g.t1 = p->phases == REDUCE_RING_SCATTER ? r->g.n - 1 : 2 * r->g.n - 2;
+    r->g.div = p->phases == REDUCE_RING_SCATTER ? 0 : p->avg_divisor ? p->avg_divisor : r->g.n;
     r->dtype = dtype;
     r->op = op;
     r->qo = &p->quantization;
@@ -276,9 +284,10 @@ static void plan_lanes(run_t *r) {
         /* Quantized frames, and staged buffers whose input comes late, keep the staging path. */
         ln->comb = !r->q.on && (r->stage == NULL || r->stage->early_input) &&
                    ln->prev.ops->post_recv_combine != NULL;
-        ln->n0 = ln->rs_sends = lane_share(nsub_of(g, chunk_at(g, 1, 0)), l, r->L);
+        ln->n0 = lane_share(nsub_of(g, chunk_at(g, 1, g->t0)), l, r->L);
+        ln->rs_sends = g->t0 == 0 ? ln->n0 : 0;
         uint64_t k = 0;
-        for (uint32_t t = 0; t < steps(g); t++) {
+        for (uint32_t t = g->t0; t < steps(g); t++) {
             k = lane_share(nsub_of(g, chunk_at(g, 2, t)), l, r->L);
             ln->total_recvs += k;
             if (t < g->n - 1) ln->rs_recvs += k;
@@ -383,7 +392,8 @@ static int retire_sends(run_t *r, lane_t *ln, uint32_t lw) {
 static void *recv_dst(run_t *r, const lane_t *ln, uint32_t l, const cursor_t *c, size_t *len) {
     int gather = c->t >= r->g.n - 1;
     if (!r->q.on) {
-        if (gather && ln->r_posted - ln->rs_recvs >= ln->s_retired) return NULL;
+        /* All-gather alone: no send reads a chunk before it was received. */
+        if (gather && r->g.t0 == 0 && ln->r_posted - ln->rs_recvs >= ln->s_retired) return NULL;
         *len = c->len;
         return gather || ln->comb ? (void *) (r->out + c->off) : r->staging[l * r->nst + ln->r_posted % r->wl];
     }
@@ -541,7 +551,7 @@ static int process_recv(run_t *r, lane_t *ln, uint32_t l, int *got) {
     const uint32_t n = r->g.n;
     int rc = c->t < n - 1 ? reduce_scatter_recv(r, ln, l, c) : all_gather_recv(r, c);
     if (rc != REDUCE_OK) return rc;
-    if (c->t == n - 2) reduce_finish(r->dtype, r->op, r->out + c->off, c->len / r->g.esz, n);
+    if (c->t == n - 2 && r->g.div != 0) reduce_finish(r->dtype, r->op, r->out + c->off, c->len / r->g.esz, r->g.div);
     /* Final bytes: the owner's chunk after its finish (quantized: once it is decoded back at its
      * send), every other chunk as the gather delivers it. Lanes report their own sub-chunks, so
      * ranges come out of offset order. */

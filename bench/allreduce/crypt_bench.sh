@@ -9,7 +9,8 @@
 #   - 4 peers on loopback (same);
 #   - 4 hosts in network namespaces shaped to 500 Mbit/s (tbf; needs root, skipped otherwise).
 # The AEADs' own per-core rates are aead_bench's. CSV rows on stdout, notes on stderr.
-# CRYPT_ROUNDS (3), CRYPT_LOOP_SIZES (MiB, 64), CRYPT_TBF_SIZES (16,64), CRYPT_AEADS (default
+# CRYPT_ROUNDS (3), CRYPT_LOOP_SIZES (MiB, 64), CRYPT_TBF_SIZES (16,64), CRYPT_TBF=0 (loopback only),
+# CRYPT_AEADS (default
 # "aes-256-ocb aes-256-gcm"; add chacha20-poly1305 for the third).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,7 +87,9 @@ for n in 2 4; do
 done
 
 sizes=${CRYPT_TBF_SIZES:-16,64}
-if [ "$(id -u)" = 0 ] && ns_setup 4 500; then
+if [ "${CRYPT_TBF:-1}" = 0 ]; then
+    echo "crypt_bench: tbf500: skipped (CRYPT_TBF=0)" >&2
+elif [ "$(id -u)" = 0 ] && ns_setup 4 500; then
     : > "$tmp/res"
     rounds_of --peers 4 --netns "$(ns_list 4)" --ip 10.77.0. --sizes "$sizes" --warmup 1 --iters 3
     rows allreduce_tbf500 4 "$sizes"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # wan_pack.sh: collects the WAN benches (wan_bench.sh, flow_bench.sh) with what they run into
-# build/wandev/ (or the folder given, under build/), for a lent machine that has root and network namespaces but no iproute2,
+# (and crypt_bench.sh, aead_bench: encryption's cost on that host's cores) into build/wandev/ (or
+# the folder given, under build/), for a lent machine that has root and network namespaces but no iproute2,
 # iptables or libuv (the GPU host: kernel with veth, tbf, NFQUEUE, bbr and cubic): this tree's
 # bench binaries, ip, tc, sysctl, chrt, ss, iptables (nft) with the xtables modules the benches use,
 # and the shared libraries they need beyond libc. On that machine, from the repository root:
@@ -14,8 +15,9 @@ R=$W/rf/libpccl
 rm -rf "$W"
 mkdir -p "$W/bin" "$W/lib" "$W/xt" "$R/ccoip/master" "$R/bench/allreduce"
 cp -L bazel-bin/ccoip/master/pccl-master "$R/ccoip/master/"
-for b in ar_bench ar_bench_peer tcp_bench nfq_delay; do cp -L "bazel-bin/bench/allreduce/$b" "$R/bench/allreduce/"; done
-cp bench/allreduce/netns_lib.sh bench/allreduce/wan_bench.sh bench/allreduce/flow_bench.sh bench/allreduce/wan_trace.py "$R/bench/allreduce/"
+for b in ar_bench ar_bench_peer tcp_bench nfq_delay aead_bench; do cp -L "bazel-bin/bench/allreduce/$b" "$R/bench/allreduce/"; done
+cp bench/allreduce/netns_lib.sh bench/allreduce/wan_bench.sh bench/allreduce/flow_bench.sh bench/allreduce/wan_trace.py \
+    bench/allreduce/crypt_bench.sh "$R/bench/allreduce/"
 for b in ip tc sysctl chrt ss; do cp -L "$(command -v $b)" "$W/bin/"; done
 cp -L "$(command -v xtables-nft-multi)" "$W/bin/iptables" # one binary, its role from argv[0]
 xt=$(dirname "$(find /usr/lib -name libxt_NFQUEUE.so | head -1)")

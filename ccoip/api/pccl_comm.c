@@ -50,6 +50,7 @@ PCCL_EXPORT pcclResult_t pcclCreateCommunicator(const pcclCommCreateParams_t *pa
     c->link_wake[0] = c->link_wake[1] = -1;
     ccoip_listener_init(&c->p2p.listener);
     c->p2p.links.tx.fd = c->p2p.links.rx.fd = -1;
+    ccoip_punch_init(&c->punch);
     pthread_mutex_init(&c->send_lock, NULL);
     ccoip_writer_init(&c->send_buf, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
     pthread_mutex_init(&c->ss_busy, NULL);
@@ -170,6 +171,7 @@ PCCL_EXPORT pcclResult_t pcclDestroyCommunicator(pcclComm_t *comm) {
     ccoip_bench_stop(comm);
     ccoip_data_close(comm); /* before the p2p sockets close: the data links use them */
     ccoip_p2p_stop(comm);
+    ccoip_punch_close(&comm->punch);
     pprof_close(&comm->prof); /* every thread that raised events is joined */
     pthread_mutex_destroy(&comm->send_lock);
     ccoip_writer_free(&comm->send_buf);

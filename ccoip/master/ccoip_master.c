@@ -14,6 +14,7 @@
 
 #include "ccoip/master/ccoip_master_http.h"
 #include "ccoip/master/ccoip_master_probe.h"
+#include "ccoip/net/ccoip_chan.h"
 #include "ccoip/net/ccoip_os.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "log/log.h"
@@ -31,6 +32,12 @@ typedef struct mconn_t {
     bool closing;
     bool want_drop; /* a write failed: drop after the current callback */
     ccoip_mprobe_t *probe; /* the connection back to its p2p listener, while under way */
+    /* An encrypted run: after the handshake every frame is a sealed record (ccoip_chan.h); rec
+     * holds the bytes of records not complete yet. */
+    bool sealed;
+    ccoip_chan_t keys;
+    uint8_t *rec;
+    size_t rlen, rcap;
 } mconn_t;
 
 typedef struct mwrite_t {
@@ -57,6 +64,8 @@ static void on_closed(uv_handle_t *h) {
     mconn_t *mc = (mconn_t *) h;
     ccoip_mprobe_forget(mc->probe);
     ccoip_mfp_on_leave(&mc->c); /* a connection closed before the state dropped it */
+    ccoip_chan_free(&mc->keys);
+    free(mc->rec);
     free(mc->buf);
     free(mc);
 }
@@ -118,14 +127,26 @@ static void io_send(void *ctx, ccoip_mclient_t *c, const ccoip_packet_t *p) {
     ccoip_writer_t wr;
     ccoip_writer_init(&wr, CCOIP_MAX_PAYLOAD + CCOIP_HEADER_SIZE);
     mwrite_t *w = malloc(sizeof *w);
-    if (w == NULL || ccoip_packet_encode(p, &wr) != CCOIP_OK) {
+    uint8_t *out = NULL;
+    bool ok = w != NULL && ccoip_packet_encode(p, &wr) == CCOIP_OK;
+    if (ok && mc->sealed) { /* one record per frame */
+        out = malloc(wr.len + CCOIP_RECORD_OVERHEAD);
+        if (out != NULL) ccoip_record_seal(&mc->keys.seal, out, wr.buf, wr.len);
+        ok = out != NULL;
+    }
+    if (!ok) {
         LOG_ERROR(MOD, "cannot encode %s for %s", ccoip_packet_name(p->type), c->name);
         free(w);
         ccoip_writer_free(&wr);
         mc->want_drop = true;
         return;
     }
-    w->buf = uv_buf_init((char *) wr.buf, (unsigned) wr.len);
+    if (out != NULL) {
+        w->buf = uv_buf_init((char *) out, (unsigned) (wr.len + CCOIP_RECORD_OVERHEAD));
+        ccoip_writer_free(&wr);
+    } else {
+        w->buf = uv_buf_init((char *) wr.buf, (unsigned) wr.len);
+    }
     int rc = uv_write(&w->req, (uv_stream_t *) &mc->tcp, &w->buf, 1, on_written);
     if (rc != 0) {
         LOG_WARN(MOD, "write to %s failed: %s", c->name, uv_strerror(rc));
@@ -204,6 +225,64 @@ static bool buffer_append(mconn_t *mc, const uint8_t *p, size_t n, size_t limit)
     return true;
 }
 
+static bool rec_append(mconn_t *mc, const uint8_t *p, size_t n) {
+    if (n == 0) return true; /* rec may still be NULL */
+    if (mc->rlen + n > mc->rcap) {
+        size_t cap = mc->rcap == 0 ? 4096 : mc->rcap;
+        while (cap < mc->rlen + n) cap *= 2;
+        uint8_t *nb = realloc(mc->rec, cap);
+        if (nb == NULL) return false;
+        mc->rec = nb;
+        mc->rcap = cap;
+    }
+    memcpy(mc->rec + mc->rlen, p, n);
+    mc->rlen += n;
+    return true;
+}
+
+/* The handshake is over on an encrypted run: keys from it, and the bytes already read after it
+ * are records. */
+static bool start_sealing(mconn_t *mc, const uint8_t *rest, size_t n) {
+    if (!ccoip_chan_init(&mc->keys, &mc->c.sess) || !mc->keys.on) return false;
+    memset(&mc->c.sess, 0, sizeof mc->c.sess); /* the keys live in the AEADs now */
+    mc->sealed = true;
+    return rec_append(mc, rest, n);
+}
+
+static bool process_frames(struct pcclMasterInstanceState_t *m, mconn_t *mc);
+
+/* Opens every complete record in mc->rec and decodes its frame. False once the connection was
+ * dropped. */
+static bool process_records(struct pcclMasterInstanceState_t *m, mconn_t *mc) {
+    size_t pos = 0;
+    while (!mc->closing && mc->rlen - pos >= 4) {
+        uint8_t *r = mc->rec + pos;
+        uint32_t len = ccoip_record_len(r);
+        if (len < CCOIP_HEADER_SIZE) {
+            ccoip_mstate_reject(&m->st, &mc->c, "sealed record of a bad length");
+            return false;
+        }
+        if (mc->rlen - pos < len + CCOIP_RECORD_OVERHEAD) break;
+        if (!ccoip_record_open(&mc->keys.open, r, len)) {
+            ccoip_mstate_reject(&m->st, &mc->c, "a sealed record failed authentication (tampered, or not the peer)");
+            return false;
+        }
+        pos += len + CCOIP_RECORD_OVERHEAD;
+        if (!buffer_append(mc, r + 4, len, CCOIP_RECORD_MAX) || !process_frames(m, mc)) {
+            if (!mc->closing) ccoip_mstate_reject(&m->st, &mc->c, "receive buffer limit");
+            return false;
+        }
+        if (mc->len != 0) { /* one frame per record */
+            ccoip_mstate_reject(&m->st, &mc->c, "sealed record without one whole frame");
+            return false;
+        }
+    }
+    if (mc->closing) return false;
+    if (pos > 0) memmove(mc->rec, mc->rec + pos, mc->rlen - pos);
+    mc->rlen -= pos;
+    return true;
+}
+
 /* Decodes every complete frame in mc's buffer. Returns false once the connection was dropped. */
 static bool process_frames(struct pcclMasterInstanceState_t *m, mconn_t *mc) {
     size_t pos = 0;
@@ -234,6 +313,14 @@ static bool process_frames(struct pcclMasterInstanceState_t *m, mconn_t *mc) {
         pos += CCOIP_HEADER_SIZE + len;
         ccoip_mstate_on_packet(&m->st, &mc->c, &p, uv_now(&m->loop));
         ccoip_packet_free(&p);
+        if (mc->c.seal_now && !mc->sealed && !mc->closing) { /* what follows the handshake is sealed */
+            if (!start_sealing(mc, mc->buf + pos, mc->len - pos)) {
+                ccoip_mstate_reject(&m->st, &mc->c, "out of memory starting the sealed channel");
+                return false;
+            }
+            pos = mc->len;
+            break;
+        }
     }
     if (mc->closing) return false;
     memmove(mc->buf, mc->buf + pos, mc->len - pos);
@@ -267,19 +354,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     while (left > 0 && !mc->closing) {
         size_t n = left < 4096 ? left : 4096;
         size_t limit = CCOIP_HEADER_SIZE + CCOIP_MAX_PAYLOAD + 4096;
-        if (!buffer_append(mc, p, n, limit)) {
+        bool room = mc->sealed ? mc->rlen + n <= limit + CCOIP_RECORD_OVERHEAD && rec_append(mc, p, n)
+                               : buffer_append(mc, p, n, limit);
+        if (!room) {
             ccoip_mstate_reject(&m->st, &mc->c, "receive buffer limit");
             break;
         }
         p += n;
         left -= n;
-        if (!process_frames(m, mc)) break;
+        if (!mc->sealed && !process_frames(m, mc)) break;
+        if (mc->sealed && !process_records(m, mc)) break; /* also what followed the switch */
     }
     sweep(m);
 }
 
 static void format_name(const struct sockaddr_storage *ss, char *out, size_t n, ccoip_inet_address_t *addr,
-                        bool *loopback) {
+                        uint16_t *port_out, bool *loopback) {
     char ip[64] = "?";
     int port = 0;
     memset(addr, 0, sizeof *addr);
@@ -308,6 +398,7 @@ static void format_name(const struct sockaddr_storage *ss, char *out, size_t n, 
             *loopback = memcmp(b, one, 16) == 0;
         }
     }
+    *port_out = (uint16_t) port;
     /* ip is at most 45 characters (INET6_ADDRSTRLEN): "ip:port" fits the 64-byte name. */
     ip[46] = '\0';
     snprintf(out, n, "%.46s:%u", ip, (unsigned) port & 0xffffu);
@@ -336,7 +427,7 @@ static void on_connection(uv_stream_t *server, int status) {
     int len = sizeof ss;
     memset(&ss, 0, sizeof ss);
     uv_tcp_getpeername(&mc->tcp, (struct sockaddr *) &ss, &len);
-    format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.loopback);
+    format_name(&ss, mc->c.name, sizeof mc->c.name, &mc->c.addr, &mc->c.port, &mc->c.loopback);
     m->st.now_ms = uv_now(&m->loop);
     if (!ccoip_mauth_may_connect(&m->st, &mc->c.addr, mc->c.name)) {
         uv_close((uv_handle_t *) &mc->tcp, on_closed);
@@ -528,6 +619,9 @@ pcclResult_t ccoip_master_run(pcclMasterInstance_t *m) {
     LOG_INFO(MOD, "master running on port %u", m->port);
     if (!m->st.has_secret)
         LOG_INFO(MOD, "no run secret: anyone who reaches port %u can join this run (see docs/security.md)", m->port);
+    else if (m->st.encrypt)
+        LOG_INFO(MOD, "encrypted run: every control packet is sealed after its connection's handshake, every data "
+                      "link by its peers");
     return pcclSuccess;
 }
 

@@ -1,6 +1,7 @@
 /* ccoip_master_auth.c: the master's half of the run secret's handshake (ccoip_auth.h), free of
  * I/O like the rest of the state: HELLO -> HELLO_ACK with our proof -> the client's AUTH. Every
  * refusal names the address; the client gets a refusal it can report, never a silent close. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ccoip/master/ccoip_master_auth.h"
@@ -30,9 +31,22 @@ bool ccoip_mauth_on_hello(ccoip_master_state_t *st, ccoip_mclient_t *c, const cc
         return false;
     }
     if (!st->has_secret) return true;
+    if (st->encrypt) { /* control packets are sealed after AUTH: pick the AEAD as a p2p acceptor does */
+        bool unknown;
+        ccoip_aead_cipher_t pick = ccoip_aead_choose(h->flags, ccoip_aead_offer(getenv("PCCL_AEAD"), &unknown));
+        if (pick == CCOIP_AEAD_NONE) {
+            ack->status = CCOIP_HELLO_ENCRYPTION;
+            memset(&ack->uuid, 0, sizeof ack->uuid);
+            LOG_WARN(MOD, "refused %s: it offers no AEAD this master runs (its flags 0x%x; PCCL_AEAD)", c->name,
+                     h->flags);
+            return false;
+        }
+        ack->flags |= ccoip_aead_flag(pick);
+    }
     ccoip_auth_nonce(ack->nonce);
     ccoip_auth_mac(&st->key, CCOIP_AUTH_ACCEPTOR, h, ack, ack->mac);
     ccoip_auth_mac(&st->key, CCOIP_AUTH_CONNECTOR, h, ack, c->auth_expect);
+    if (st->encrypt) ccoip_auth_session(&st->key, CCOIP_AUTH_ACCEPTOR, h, ack, &c->sess);
     c->phase = CCOIP_MPHASE_PROVING;
     return true;
 }
@@ -45,6 +59,7 @@ bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
     r.type = CCOIP_PKT_AUTH_RESULT;
     r.u.auth_result.status = ok ? CCOIP_HELLO_OK : CCOIP_HELLO_SECRET;
     if (!st->shutting_down) st->send(st->ctx, c, &r);
+    c->seal_now = ok && st->encrypt; /* every packet after this AUTH_RESULT, both ways */
     if (!ok)
         LOG_WARN(MOD, "refused %s: %s", c->name,
                  a->ok ? "wrong run secret" : "it says our proof failed: its run secret differs from ours");

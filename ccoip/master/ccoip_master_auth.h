@@ -16,7 +16,9 @@ bool ccoip_mauth_on_auth(ccoip_master_state_t *st, ccoip_mclient_t *c, const cco
  * nothing for CCOIP_EVICT_SILENT_MS is closed to make room, else the new one is refused. A
  * refusal is logged at most every few seconds, with a count. */
 #define CCOIP_MAX_CONNECTIONS 8192
-#define CCOIP_MAX_UNJOINED_PER_ADDR 128 /* 64 peers behind one NAT may connect at once */
+/* 64 peers behind one NAT may connect at once, each with a punch map connection (ccoip_punch.h)
+ * beside its own. */
+#define CCOIP_MAX_UNJOINED_PER_ADDR 192
 #define CCOIP_EVICT_SILENT_MS 1000
 bool ccoip_mauth_may_connect(ccoip_master_state_t *st, const ccoip_inet_address_t *addr, const char *name);
 

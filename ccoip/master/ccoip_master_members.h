@@ -76,6 +76,7 @@ typedef struct ccoip_mclient_t {
     ccoip_uuid_t uuid;
     uint32_t peer_group;
     ccoip_inet_address_t addr; /* as the master saw the connection */
+    uint16_t port;             /* ... and its source port */
     bool loopback;
     uint16_t p2p_port, ss_port, bench_port;
     /* Where the others dial it: addr and the ports above, or what it advertised (JOIN). */
@@ -86,6 +87,11 @@ typedef struct ccoip_mclient_t {
     bool probing;   /* the master's connection back to its p2p listener is under way */
     bool reachable; /* that connection got through (or no probe was made): edges to it are dialled
                        by their other end; false: it dials them (docs/nat.md) */
+    /* Its punch ports as its NAT maps them (C2M_PUNCH_MAP, before its JOIN; 0: unknown): an edge
+     * between it and another unreachable peer is punched (ccoip_mreach_punched) until a punch of
+     * it fails. */
+    uint16_t punch_tx_port, punch_rx_port;
+    bool punch_failed;
     bool dropped;
     bool heard;   /* it sent a byte: not a silent connection to evict (ccoip_mauth_may_connect) */
     bool in_round;
@@ -105,6 +111,10 @@ typedef struct ccoip_mclient_t {
     bool querying;      /* a C2M_SHARED_STATE_QUERY waits for its answer, */
     uint64_t query_rev; /* about this revision */
     uint8_t auth_expect[CCOIP_MAC_LEN]; /* PROVING: the MAC its AUTH must carry */
+    /* An encrypted run (--encrypt): the connection's keys from its handshake, and whether its
+     * packets are sealed from now on (set with the AUTH_RESULT; the I/O layer switches). */
+    ccoip_session_t sess;
+    bool seal_now;
     char name[64]; /* "ip:port" for log lines */
     void *io;      /* the I/O layer's connection */
     struct pcclDeterminismFingerprint_t *fp; /* C2M_FINGERPRINT, if it sent one (ccoip_master_fp.c) */

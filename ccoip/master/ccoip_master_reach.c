@@ -47,16 +47,33 @@ static bool blind(const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
     return !a->reachable && !b->reachable && !ccoip_mreach_same_site(a, b);
 }
 
+bool ccoip_mreach_punched(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
+    return blind(from, to) && from->punch_tx_port != 0 && to->punch_rx_port != 0 && !from->punch_failed &&
+           !to->punch_failed;
+}
+
 static bool relayed(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
-    return relay && blind(from, to);
+    return relay && blind(from, to) && !ccoip_mreach_punched(from, to);
 }
 
-uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
-    return reversed(from, to) ? CCOIP_PEER_TX_REVERSED : relayed(from, to, relay) ? CCOIP_PEER_TX_RELAYED : 0;
+uint16_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    if (reversed(from, to)) return CCOIP_PEER_TX_REVERSED;
+    if (ccoip_mreach_punched(from, to)) return CCOIP_PEER_TX_PUNCHED;
+    return relayed(from, to, relay) ? CCOIP_PEER_TX_RELAYED : 0;
 }
 
-uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
-    return reversed(from, to) ? CCOIP_PEER_RX_REVERSED : relayed(from, to, relay) ? CCOIP_PEER_RX_RELAYED : 0;
+uint16_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    if (reversed(from, to)) return CCOIP_PEER_RX_REVERSED;
+    if (ccoip_mreach_punched(from, to)) return CCOIP_PEER_RX_PUNCHED;
+    return relayed(from, to, relay) ? CCOIP_PEER_RX_RELAYED : 0;
+}
+
+const char *ccoip_mreach_edge_kind(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {
+    uint16_t f = ccoip_mreach_tx_flags(from, to, relay);
+    return f == CCOIP_PEER_TX_REVERSED ? "reversed"
+           : f == CCOIP_PEER_TX_PUNCHED ? "punched"
+           : f == CCOIP_PEER_TX_RELAYED ? "relayed"
+                                        : "direct";
 }
 
 /* Whether two unreachable members of the group at places[0..k) are neighbours (the ring closes). */

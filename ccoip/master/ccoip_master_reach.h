@@ -8,7 +8,8 @@
  * the master sees at one address (one NAT router) dial each other at their own addresses. The
  * ring order puts unreachable peers between reachable ones where there are enough of those,
  * those of one site side by side: an edge between two unreachable peers of different sites has
- * nobody to dial it (it needs the relay). Pure: the state machine asks. */
+ * nobody to dial it: both ends dial each other at once (hole punching, where the master learnt
+ * their punch ports) or it runs through the relay. Pure: the state machine asks. */
 #ifndef CCOIP_MASTER_REACH_H
 #define CCOIP_MASTER_REACH_H
 
@@ -31,12 +32,21 @@ bool ccoip_mreach_same_site(const ccoip_mclient_t *a, const ccoip_mclient_t *b);
 void ccoip_mreach_dial_for(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, ccoip_inet_address_t *addr,
                            uint16_t *p2p, uint16_t *ss, uint16_t *bench);
 
+/* Whether the edge from -> to is punched: both ends unreachable (not one site), from's TX and
+ * to's RX punch ports known, and no punch of either end failed yet. */
+bool ccoip_mreach_punched(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
+
 /* The flag of the edge from -> to in the entry naming `to` in from's P2P_INFO
- * (CCOIP_PEER_TX_REVERSED, TX_RELAYED or 0), and in the entry naming `from` in to's
- * (RX_REVERSED, RX_RELAYED or 0). An edge between two unreachable ends is relayed when the run
- * has a relay (`relay`), else dialled as any (and fails unless a path exists after all). */
-uint8_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
-uint8_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
+ * (CCOIP_PEER_TX_REVERSED, TX_PUNCHED, TX_RELAYED or 0), and in the entry naming `from` in to's
+ * (RX_REVERSED, RX_PUNCHED, RX_RELAYED or 0). An edge between two unreachable ends is punched
+ * where it can be, else relayed when the run has a relay (`relay`), else dialled as any (and
+ * fails unless a path exists after all). */
+uint16_t ccoip_mreach_tx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
+uint16_t ccoip_mreach_rx_flags(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
+
+/* How the edge from -> to is made, for the status page and logs: "direct", "reversed",
+ * "punched" or "relayed" (as ccoip_mreach_tx_flags decides it). */
+const char *ccoip_mreach_edge_kind(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay);
 
 /* Reorders each peer group's members in ring (their places in it kept) so that no two
  * unreachable ones of different sites are neighbours, where the group has as many reachable ones

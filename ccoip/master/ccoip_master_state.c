@@ -190,12 +190,17 @@ static int by_id(const void *a, const void *b) {
 }
 
 /* c as `viewer` is told about it: where viewer dials it (ccoip_mreach_dial_for). */
-static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, uint8_t flags) {
+static ccoip_peer_entry_t entry_of(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, uint16_t flags) {
     ccoip_peer_entry_t e;
     memset(&e, 0, sizeof e);
     e.uuid = c->uuid;
     e.flags = flags;
     ccoip_mreach_dial_for(viewer, c, &e.addr, &e.p2p_port, &e.ss_port, &e.bench_port);
+    if (flags & (CCOIP_PEER_TX_PUNCHED | CCOIP_PEER_RX_PUNCHED)) { /* its NAT's ports, at the address we saw */
+        e.addr = c->addr;
+        e.punch_tx_port = c->punch_tx_port;
+        e.punch_rx_port = c->punch_rx_port;
+    }
     return e;
 }
 
@@ -290,8 +295,8 @@ static bool send_p2p_info(ccoip_master_state_t *st, ccoip_mclient_t **ring, size
     /* Each edge is dialled by its sending end, unless only that end is reachable; between two
      * unreachable ends it runs through the relay, paired by the edge's token. */
     bool relay = st->opt.relay.port != 0;
-    uint8_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next, relay) : 0;
-    uint8_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c, relay) : 0;
+    uint16_t tx_flags = next != NULL ? CCOIP_PEER_CONNECT_TO | ccoip_mreach_tx_flags(c, next, relay) : 0;
+    uint16_t rx_flags = prev != NULL ? CCOIP_PEER_ACCEPT_FROM | ccoip_mreach_rx_flags(prev, c, relay) : 0;
     if (next != NULL && next == prev) {
         entries[count++] = entry_of(c, next, tx_flags | rx_flags);
     } else if (next != NULL) {
@@ -818,6 +823,32 @@ static void on_rejoin(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_
     ccoip_mss_evaluate_all(st); /* syncs and queries held for it go on */
 }
 
+/* c could not link with n: when their edge was punched and the run has a relay, neither is
+ * punched again (a NAT that maps each destination to its own port, a path that never lets the
+ * two meet): their edges between unreachable ends run through the relay from the next round on.
+ * Without a relay nothing else could link them: the next round punches again. */
+static void punch_failed(ccoip_master_state_t *st, ccoip_mclient_t *c, ccoip_mclient_t *n) {
+    if (n == NULL || (!ccoip_mreach_punched(c, n) && !ccoip_mreach_punched(n, c))) return;
+    bool relay = st->opt.relay.port != 0;
+    c->punch_failed = n->punch_failed = relay;
+    LOG_WARN(MOD, "hole punching between %s and %s failed: %s", c->name, n->name,
+             relay ? "their edges with unreachable peers run through the relay from now on"
+                   : "no relay to fall back on (pccl-master --relay): the next round punches again");
+}
+
+/* A connection from a peer's punch port, before the peer's JOIN (C2M_PUNCH_MAP): the source port
+ * seen here is where that port's dials come from through the peer's NAT. Taken only from the
+ * owner's own address; the connection ends here, which tells the peer to go on. */
+static void on_punch_map(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_punch_map_t *m) {
+    ccoip_mclient_t *o = find_uuid(st, &m->owner);
+    if (o != NULL && o != c && same_address(&o->addr, &c->addr)) {
+        *(m->which == CCOIP_PUNCH_TX ? &o->punch_tx_port : &o->punch_rx_port) = c->port;
+        LOG_DEBUG(MOD, "%s: its %s punch port leaves its NAT as port %u", o->name,
+                  m->which == CCOIP_PUNCH_TX ? "TX" : "RX", c->port);
+    }
+    drop(st, c, o != NULL ? "punch port mapped" : "punch map of an unknown peer", LOG_LEVEL_DEBUG);
+}
+
 /* c's report on its links in the round; false when it reported twice (a protocol violation). */
 static bool on_established(ccoip_master_state_t *st, ccoip_mclient_t *c, const ccoip_p2p_established_t *e) {
     /* Late reports of a round that already ended are harmless: ignore them. */
@@ -827,6 +858,7 @@ static bool on_established(ccoip_master_state_t *st, ccoip_mclient_t *c, const c
     c->round_failed = e->failed;
     c->round_why = e->why;
     if (!c->round_ok) LOG_WARN(MOD, "%s could not link with a ring neighbour: %s", c->name, ccoip_link_why_str(e->why));
+    if (!c->round_ok) punch_failed(st, c, find_uuid(st, &e->failed));
     evaluate(st);
     return true;
 }
@@ -859,6 +891,7 @@ static void on_handshake_packet(ccoip_master_state_t *st, ccoip_mclient_t *c, co
         if (p->type == CCOIP_PKT_C2M_JOIN) on_join(st, c, &p->u.join);
         else if (p->type == CCOIP_PKT_C2M_REJOIN) on_rejoin(st, c, &p->u.rejoin);
         else if (p->type == CCOIP_PKT_C2M_FINGERPRINT) ccoip_mfp_on_packet(st, c, &p->u.fingerprint);
+        else if (p->type == CCOIP_PKT_C2M_PUNCH_MAP) on_punch_map(st, c, &p->u.punch_map);
         else if (p->type != CCOIP_PKT_C2M_HEARTBEAT) ccoip_mstate_reject(st, c, "expected JOIN after HELLO");
         return;
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ccoip/master/ccoip_master_reach.h"
 #include "ccoip/master/ccoip_master_status.h"
 
 typedef struct page_t {
@@ -70,6 +71,30 @@ static const char *state_name(const ccoip_mclient_t *c) {
     return (unsigned) c->state < sizeof names / sizeof names[0] ? names[c->state] : "unknown";
 }
 
+/* c's successor in its group's ring (the accepted peers in id order, closing), NULL alone. */
+static const ccoip_mclient_t *successor(const ccoip_master_state_t *st, const ccoip_mclient_t *c) {
+    const ccoip_mclient_t *next = NULL, *first = NULL;
+    for (size_t j = 0; j < st->nclients; j++) {
+        const ccoip_mclient_t *o = st->clients[j];
+        if (o == c || !accepted(o) || o->peer_group != c->peer_group) continue;
+        if (o->id > c->id && (next == NULL || o->id < next->id)) next = o;
+        if (first == NULL || o->id < first->id) first = o;
+    }
+    return next != NULL ? next : first;
+}
+
+/* One series per ring edge: how it is made (docs/nat.md). */
+static void ring_edges(page_t *p, const ccoip_master_state_t *st) {
+    help(p, "pccl_master_ring_edge", "gauge", "One series per ring edge of the accepted peers (from sends to to): "
+                                             "direct, reversed (dialled by its receiver), punched or relayed.");
+    for (size_t i = 0; i < st->nclients; i++) {
+        const ccoip_mclient_t *c = st->clients[i], *n = accepted(c) ? successor(st, c) : NULL;
+        if (n == NULL) continue;
+        put(p, "pccl_master_ring_edge{from=\"%s\",to=\"%s\",via=\"%s\"} 1\n", c->name, n->name,
+            ccoip_mreach_edge_kind(c, n, st->opt.relay.port != 0));
+    }
+}
+
 size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t cap) {
     page_t p = {buf, cap, 0};
     if (cap > 0) buf[0] = '\0';
@@ -115,6 +140,8 @@ size_t ccoip_mstatus_render(const ccoip_master_state_t *st, char *buf, size_t ca
         put(&p, "pccl_master_peer_info{uuid=\"%s\",address=\"%s\",group=\"%u\",ring_position=\"%zu\",state=\"%s\"} 1\n",
             uuid, c->name, c->peer_group, pos, state_name(c));
     }
+
+    ring_edges(&p, st);
 
     /* The totals: one counter each, but for the collectives' outcomes under one name. */
     const ccoip_mcounters_t *t = &st->counters;

@@ -34,6 +34,14 @@ int ccoip_sock_listen_bump(const ccoip_inet_address_t *bind_addr, uint16_t first
  * listens, CCOIP_ERR_TIMEOUT, CCOIP_ERR_IO). */
 int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_status_t *st);
 
+/* Hole punching (docs/nat.md): sockets that share a local port (SO_REUSEADDR and SO_REUSEPORT on
+ * each). ccoip_sock_hold_port binds one to a free port of `family` and keeps it (it never
+ * connects): -1 where ports cannot be shared (Windows: no SO_REUSEPORT). ccoip_sock_connect_from
+ * is ccoip_sock_connect from that port; a dial that meets the other end's dial to it completes
+ * as one connection (TCP simultaneous open). */
+int ccoip_sock_hold_port(ccoip_inet_protocol_t family, uint16_t *port);
+int ccoip_sock_connect_from(const ccoip_socket_address_t *a, uint16_t port, int timeout_ms, ccoip_status_t *st);
+
 /* This end's address of a connected socket (getsockname); false when it has none. */
 bool ccoip_sock_local_address(int fd, ccoip_socket_address_t *out);
 

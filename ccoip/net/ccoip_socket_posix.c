@@ -85,14 +85,12 @@ int ccoip_sock_listen_bump(const ccoip_inet_address_t *bind_addr, uint16_t first
     return -1;
 }
 
-int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_status_t *st) {
-    struct sockaddr_storage ss;
-    socklen_t len = ccoip_to_sockaddr(a, &ss);
-    int fd = new_socket(ss.ss_family);
+/* Connects fd (a fresh socket of ss's family) within timeout_ms: fd, or -1 (closed) with *st. */
+static int connect_within(int fd, const struct sockaddr_storage *ss, socklen_t len, int timeout_ms, ccoip_status_t *st) {
     *st = CCOIP_ERR_IO;
     if (fd < 0) return -1;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    int rc = connect(fd, (struct sockaddr *) &ss, len);
+    int rc = connect(fd, (const struct sockaddr *) ss, len);
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd p = {fd, POLLOUT, 0};
         int n = poll_within(&p, 1, timeout_ms);
@@ -117,6 +115,57 @@ int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_st
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     *st = CCOIP_OK;
     return fd;
+}
+
+int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_status_t *st) {
+    struct sockaddr_storage ss;
+    socklen_t len = ccoip_to_sockaddr(a, &ss);
+    return connect_within(new_socket(ss.ss_family), &ss, len, timeout_ms, st);
+}
+
+/* A socket of `family` bound to `port` (0: any) beside every other socket bound there, or -1. */
+static int shared_port_socket(int family, uint16_t port) {
+    int fd = new_socket(family);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        close(fd);
+        return -1;
+    }
+    ccoip_socket_address_t any;
+    memset(&any, 0, sizeof any);
+    any.inet.protocol = family == AF_INET6 ? inetIPv6 : inetIPv4;
+    any.port = port;
+    struct sockaddr_storage ss;
+    socklen_t len = ccoip_to_sockaddr(&any, &ss);
+    if (bind(fd, (struct sockaddr *) &ss, len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int ccoip_sock_hold_port(ccoip_inet_protocol_t family, uint16_t *port) {
+    int fd = shared_port_socket(family == inetIPv6 ? AF_INET6 : AF_INET, 0);
+    ccoip_socket_address_t a;
+    if (fd >= 0 && ccoip_sock_local_address(fd, &a)) {
+        *port = a.port;
+        return fd;
+    }
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+int ccoip_sock_connect_from(const ccoip_socket_address_t *a, uint16_t port, int timeout_ms, ccoip_status_t *st) {
+    struct sockaddr_storage ss;
+    socklen_t len = ccoip_to_sockaddr(a, &ss);
+    int fd = shared_port_socket(ss.ss_family, port);
+    if (fd < 0) {
+        *st = CCOIP_ERR_IO;
+        return -1;
+    }
+    return connect_within(fd, &ss, len, timeout_ms, st);
 }
 
 bool ccoip_sock_local_address(int fd, ccoip_socket_address_t *out) {

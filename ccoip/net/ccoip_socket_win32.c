@@ -158,6 +158,22 @@ int ccoip_sock_connect(const ccoip_socket_address_t *a, int timeout_ms, ccoip_st
     return (int) s;
 }
 
+/* Winsock has no SO_REUSEPORT (its SO_REUSEADDR lets anyone take a bound port): no hole punching;
+ * a Windows peer's edges between unreachable ends run through the relay. */
+int ccoip_sock_hold_port(ccoip_inet_protocol_t family, uint16_t *port) {
+    (void) family;
+    *port = 0;
+    return -1;
+}
+
+int ccoip_sock_connect_from(const ccoip_socket_address_t *a, uint16_t port, int timeout_ms, ccoip_status_t *st) {
+    (void) a;
+    (void) port;
+    (void) timeout_ms;
+    *st = CCOIP_ERR_INVALID;
+    return -1;
+}
+
 bool ccoip_sock_local_address(int fd, ccoip_socket_address_t *out) {
     struct sockaddr_storage ss;
     int len = sizeof ss;

@@ -11,8 +11,10 @@
 
 #include "ccoip/peer/ccoip_abort.h"
 #include "ccoip/peer/ccoip_datalink.h"
+#include "ccoip/net/ccoip_chan.h"
 #include "ccoip/net/ccoip_listener.h"
 #include "ccoip/peer/ccoip_p2p.h"
+#include "ccoip/peer/ccoip_punch.h"
 #include "ccoip/wire/ccoip_auth.h"
 #include "ccoip/wire/ccoip_packets.h"
 #include "pccl.h"
@@ -40,8 +42,9 @@ typedef struct ccoip_peer_p2p_t {
     ccoip_arrival_t arrivals[CCOIP_MAX_ARRIVALS];
     int narrivals;
     ccoip_p2p_links_t links; /* API thread only */
-    /* A relayed RX link (CCOIP_PEER_RX_RELAYED): a thread dials the relay and takes the connection
-     * as if the listener had accepted it; relay_fd (under lock) lets the API thread cut it short. */
+    /* An RX link we dial (CCOIP_PEER_RX_RELAYED, RX_PUNCHED): a thread dials the relay or punches,
+     * and takes the connection as if the listener had accepted it; relay_fd (under lock) lets
+     * the API thread cut it short. */
     pthread_t relay_thread;
     bool relay_started;
     int relay_fd;
@@ -133,6 +136,10 @@ struct pcclComm_t {
     /* The master link: the API thread writes votes, the link thread heartbeats (send_lock);
      * only the link thread reads. */
     int master_fd;
+    /* Its packets, sealed on an encrypted run (ccoip_chan.h): the sending half under send_lock,
+     * the receiving half the link thread's; replaced with master_fd under both locks. */
+    ccoip_chan_t master_chan;
+    ccoip_punch_t punch; /* hole punching's two ports (link thread at REJOIN, API thread otherwise) */
     /* The connection a reconnection is handshaking (relink), -1 when none: link_close shuts it
      * down so that a silent master cannot hold the teardown for the handshake's deadline. Both
      * fds change and close under mail_lock too, so link_close never shuts down a reused number. */

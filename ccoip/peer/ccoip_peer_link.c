@@ -76,7 +76,7 @@ ccoip_status_t ccoip_link_send(pcclComm_t *comm, const ccoip_packet_t *p) {
     if (!await_link_up(comm)) return CCOIP_ERR_CLOSED;
     pthread_mutex_lock(&comm->send_lock);
     tl_epoch = atomic_load(&comm->link_epoch);
-    ccoip_status_t st = ccoip_conn_send_with(comm->master_fd, p, &comm->send_buf);
+    ccoip_status_t st = ccoip_chan_send(&comm->master_chan, comm->master_fd, p, &comm->send_buf);
     if (comm->send_buf.cap > CCOIP_LINK_KEEP_BYTES) ccoip_writer_free(&comm->send_buf);
     pthread_mutex_unlock(&comm->send_lock);
     return st;
@@ -86,7 +86,7 @@ ccoip_status_t ccoip_link_send_more(pcclComm_t *comm, const ccoip_packet_t *p) {
     pthread_mutex_lock(&comm->send_lock);
     ccoip_status_t st = ccoip_link_broke_since_send(comm) || atomic_load(&comm->master_down)
                             ? CCOIP_ERR_CLOSED
-                            : ccoip_conn_send_with(comm->master_fd, p, &comm->send_buf);
+                            : ccoip_chan_send(&comm->master_chan, comm->master_fd, p, &comm->send_buf);
     pthread_mutex_unlock(&comm->send_lock);
     return st;
 }
@@ -201,15 +201,9 @@ static void link_lost(pcclComm_t *comm, const char *why, bool broke) {
     ccoip_peer_notify(comm);
 }
 
-/* HELLO with our UUID, then REJOIN: what we were before the master was lost. CCOIP_OK when taken
- * back; CCOIP_ERR_REFUSED when the master refuses for good; anything else: try again. */
-static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
-    ccoip_hello_ack_t ack;
-    ccoip_session_t sess = ccoip_comm_session(comm); /* the restarted master proves the secret too */
-    ccoip_status_t st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, &comm->uuid, ccoip_comm_key(comm), &sess,
-                                         ccoip_now_ms() + 10000, "the master", &ack);
-    if (st != CCOIP_OK) return st;
-    if (memcmp(&ack.uuid, &comm->uuid, sizeof ack.uuid) != 0) return CCOIP_ERR_TIMEOUT; /* held by our old connection */
+/* REJOIN on a connection whose handshake is done, and the master's answer. */
+static ccoip_status_t rejoin_send(pcclComm_t *comm, int fd, ccoip_chan_t *chan) {
+    ccoip_punch_map(comm); /* a new master knows nothing of our ports */
     ccoip_packet_t p;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_C2M_REJOIN;
@@ -219,14 +213,30 @@ static ccoip_status_t rejoin(pcclComm_t *comm, int fd) {
     pthread_mutex_unlock(&comm->mail_lock);
     ccoip_socket_address_t local; /* this connection's: the network may have changed */
     if (ccoip_sock_local_address(fd, &local)) p.u.rejoin.join.local_addr = local.inet;
-    st = ccoip_conn_send(fd, &p);
+    ccoip_status_t st = ccoip_chan_send(chan, fd, &p, NULL);
     ccoip_packet_t r;
-    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
+    if (st == CCOIP_OK) st = ccoip_chan_recv(chan, fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
     if (st != CCOIP_OK) return st;
     bool ok = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE && r.u.join_response.status == CCOIP_JOIN_OK;
     bool refused = r.type == CCOIP_PKT_M2C_JOIN_RESPONSE && r.u.join_response.status == CCOIP_JOIN_REJOIN_REFUSED;
     ccoip_packet_free(&r);
     return ok ? CCOIP_OK : refused ? CCOIP_ERR_REFUSED : CCOIP_ERR_IO;
+}
+
+/* HELLO with our UUID, then REJOIN: what we were before the master was lost. CCOIP_OK when taken
+ * back (*chan: the connection's channel); CCOIP_ERR_REFUSED when the master refuses for good;
+ * anything else: try again. */
+static ccoip_status_t rejoin(pcclComm_t *comm, int fd, ccoip_chan_t *chan) {
+    ccoip_hello_ack_t ack;
+    ccoip_session_t sess = ccoip_comm_session(comm); /* the restarted master proves the secret too */
+    ccoip_status_t st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, &comm->uuid, ccoip_comm_key(comm), &sess,
+                                         ccoip_now_ms() + 10000, "the master", &ack);
+    if (st != CCOIP_OK) return st;
+    if (memcmp(&ack.uuid, &comm->uuid, sizeof ack.uuid) != 0) return CCOIP_ERR_TIMEOUT; /* held by our old connection */
+    if (!ccoip_chan_init(chan, &sess)) return CCOIP_ERR_NOMEM;
+    st = rejoin_send(comm, fd, chan);
+    if (st != CCOIP_OK) ccoip_chan_free(chan);
+    return st;
 }
 
 /* Publishes fd as the connection being handshaken, so that link_close can cut it short; false
@@ -268,6 +278,7 @@ static bool relink(pcclComm_t *comm, const char *why) {
     pthread_mutex_lock(&comm->mail_lock);
     ccoip_sock_close(comm->master_fd);
     comm->master_fd = -1;
+    ccoip_chan_free(&comm->master_chan);
     pthread_mutex_unlock(&comm->mail_lock);
     pthread_mutex_unlock(&comm->send_lock);
 
@@ -283,11 +294,13 @@ static bool relink(pcclComm_t *comm, const char *why) {
         int fd = ccoip_sock_connect(&comm->params.master_address, (int) (left < 1000 ? left : 1000), &st);
         if (fd >= 0) {
             if (!dial_begin(comm, fd)) return false; /* stopping: dial_begin closed fd */
-            st = rejoin(comm, fd);
+            ccoip_chan_t chan;
+            st = rejoin(comm, fd, &chan);
             if (st == CCOIP_OK) {
                 pthread_mutex_lock(&comm->send_lock);
                 pthread_mutex_lock(&comm->mail_lock);
                 comm->master_fd = fd;
+                comm->master_chan = chan;
                 comm->dialing_fd = -1;
                 pthread_mutex_unlock(&comm->mail_lock);
                 pthread_mutex_unlock(&comm->send_lock);
@@ -400,7 +413,7 @@ static void *link_main(void *arg) {
         }
         if (st != CCOIP_OK) continue;
         ccoip_packet_t p;
-        st = ccoip_conn_recv(comm->master_fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 30000);
+        st = ccoip_chan_recv(&comm->master_chan, comm->master_fd, &p, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 30000);
         if (st != CCOIP_OK) {
             if (!relink(comm, st == CCOIP_ERR_CLOSED ? "the master closed the connection" : ccoip_status_str(st))) break;
             next_beat = ccoip_now_ms() + HEARTBEAT_MS;
@@ -457,7 +470,7 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     }
     comm->master_fd = fd;
     ccoip_hello_ack_t ack;
-    ccoip_session_t sess = ccoip_comm_session(comm); /* the master checks that we agree; no keys used */
+    ccoip_session_t sess = ccoip_comm_session(comm); /* encrypted: the keys of our control packets */
     st = ccoip_conn_hello(fd, CCOIP_ROLE_PEER_TO_MASTER, NULL, ccoip_comm_key(comm), &sess, ccoip_now_ms() + 10000,
                           "the master", &ack);
     if (st != CCOIP_OK) {
@@ -465,11 +478,13 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
         return pcclMasterConnectionFailed;
     }
     comm->uuid = ack.uuid;
+    if (!ccoip_chan_init(&comm->master_chan, &sess)) return pcclInternalError;
+    ccoip_punch_map(comm);
     ccoip_packet_t p;
     if (ccoip_peer_fingerprint_wanted()) {
         ccoip_fp_entry_t entries[CCOIP_MAX_FP_ENTRIES];
         if (!ccoip_peer_fingerprint_packet(&p, entries)) return pcclInternalError;
-        if ((st = ccoip_conn_send(fd, &p)) != CCOIP_OK) {
+        if ((st = ccoip_chan_send(&comm->master_chan, fd, &p, NULL)) != CCOIP_OK) {
             LOG_ERROR(MOD, "sending our determinism fingerprint to the master at %s failed: %s", name,
                       ccoip_status_str(st));
             return pcclMasterConnectionFailed;
@@ -486,9 +501,9 @@ pcclResult_t ccoip_link_open(pcclComm_t *comm, uint16_t p2p_port, uint16_t ss_po
     if (ccoip_sock_local_address(fd, &local)) p.u.join.local_addr = local.inet;
     comm->join = p.u.join;
     comm->reconnect_ms = reconnect_window_ms();
-    st = ccoip_conn_send(fd, &p);
+    st = ccoip_chan_send(&comm->master_chan, fd, &p, NULL);
     ccoip_packet_t r;
-    if (st == CCOIP_OK) st = ccoip_conn_recv(fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
+    if (st == CCOIP_OK) st = ccoip_chan_recv(&comm->master_chan, fd, &r, CCOIP_MAX_PAYLOAD, ccoip_now_ms() + 10000);
     if (st != CCOIP_OK) {
         LOG_ERROR(MOD, "joining the master at %s failed: %s", name, ccoip_status_str(st));
         return pcclMasterConnectionFailed;
@@ -531,6 +546,7 @@ void ccoip_link_close(pcclComm_t *comm) {
     ccoip_wakeup_close(comm->link_wake);
     ccoip_sock_close(comm->master_fd);
     comm->master_fd = -1;
+    ccoip_chan_free(&comm->master_chan);
     ccoip_packet_t p;
     while (mail_pop(comm, &p)) ccoip_packet_free(&p);
 }

@@ -29,7 +29,7 @@
 static bool uuid_eq(const ccoip_uuid_t *a, const ccoip_uuid_t *b) { return memcmp(a->b, b->b, 16) == 0; }
 
 /* One incoming connection, start to end: kept as an arrival or closed with one log line. The
- * acceptor's half of the handshake, also on a relayed link we dialled (take_relayed). */
+ * acceptor's half of the handshake, also on a relayed or punched link we dialled (take_dialled_rx). */
 static void take_incoming(pcclComm_t *comm, int fd, const char *who, int64_t deadline) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     ccoip_hello_t hello;
@@ -90,7 +90,7 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
     take_incoming(ctx, fd, who, ccoip_now_ms() + HANDSHAKE_MS);
 }
 
-/* ---- Relayed edges (CCOIP_PEER_*_RELAYED, pccl-relay) ---------------------------------- */
+/* ---- Relayed and punched edges (CCOIP_PEER_*_RELAYED, pccl-relay; *_PUNCHED, ccoip_punch.h) --- */
 
 /* Connects to the relay and sends the edge's token: the fd, or -1 with *st set. */
 static int relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *token, int timeout_ms,
@@ -107,28 +107,59 @@ static int relay_dial(const ccoip_socket_address_t *relay, const ccoip_uuid_t *t
     return fd;
 }
 
-typedef struct relay_rx_t {
+/* A punch refused by the other end's router is dialled again at once: the two ends' SYNs must
+ * cross between the routers, and a router that resets closes our mapping with its reset, so the
+ * dials of both ends must follow each other closely (a wait of 20 ms kept them apart for good on
+ * a link of 0.1 ms). */
+#define PUNCH_RETRY_MS 1
+
+/* How long both ends of a punched edge dial each other before the round fails on it. */
+static int64_t punch_ms(void) { return ccoip_env_num("PCCL_PUNCH_MS", 5000); }
+
+typedef struct rx_dial_t {
     pcclComm_t *comm;
-    ccoip_socket_address_t relay;
+    ccoip_socket_address_t to; /* the relay, or the sender's TX punch port */
+    bool punched;
     ccoip_uuid_t token;
     int64_t deadline;
-} relay_rx_t;
+} rx_dial_t;
 
-/* The RX end of a relayed edge: dial the relay, then take the link as an arrival. */
-static void *take_relayed(void *arg) {
-    relay_rx_t r = *(relay_rx_t *) arg;
+/* The punch of our RX end: dials the sender's TX punch port from our RX punch port until the
+ * sender's dial meets ours (its router drops or refuses ours until then), the punch window
+ * ends, or the API thread gave up on the round (relay_fd -2). */
+static int punch_rx(const rx_dial_t *r, ccoip_status_t *st) {
+    ccoip_peer_p2p_t *p2p = &r->comm->p2p;
+    int64_t end = ccoip_now_ms() + punch_ms();
+    if (end > r->deadline) end = r->deadline;
+    *st = CCOIP_ERR_TIMEOUT;
+    for (;;) {
+        pthread_mutex_lock(&p2p->lock);
+        bool cancelled = p2p->relay_fd == -2;
+        pthread_mutex_unlock(&p2p->lock);
+        int64_t left = end - ccoip_now_ms();
+        if (cancelled || left <= 0) return -1;
+        int fd = ccoip_punch_dial(&r->comm->punch, CCOIP_PUNCH_RX, &r->to, (int) (left < 1000 ? left : 1000), st);
+        if (fd >= 0 || *st == CCOIP_ERR_INVALID) return fd;
+        if (*st != CCOIP_ERR_TIMEOUT) ccoip_sleep_ms(PUNCH_RETRY_MS);
+    }
+}
+
+/* The RX end of a relayed or punched edge: dial, then take the link as an arrival. */
+static void *take_dialled_rx(void *arg) {
+    rx_dial_t r = *(rx_dial_t *) arg;
     free(arg);
     ccoip_peer_p2p_t *p2p = &r.comm->p2p;
     char name[80];
-    ccoip_format_address(&r.relay, name, sizeof name);
+    ccoip_format_address(&r.to, name, sizeof name);
     ccoip_status_t st;
     int64_t left = r.deadline - ccoip_now_ms();
-    int fd = relay_dial(&r.relay, &r.token, (int) (left > 0 ? left : 1), &st);
+    int fd = r.punched ? punch_rx(&r, &st) : relay_dial(&r.to, &r.token, (int) (left > 0 ? left : 1), &st);
     if (fd < 0) {
-        LOG_WARN(MOD, "cannot reach the relay at %s: %s", name, ccoip_status_str(st));
+        if (r.punched) LOG_WARN(MOD, "hole punching to ring neighbour %s failed: %s", name, ccoip_status_str(st));
+        else LOG_WARN(MOD, "cannot reach the relay at %s: %s", name, ccoip_status_str(st));
         return NULL;
     }
-    /* A second descriptor of the socket, ours alone, for relay_rx_end to shut it down with:
+    /* A second descriptor of the socket, ours alone, for rx_dial_end to shut it down with:
      * take_incoming may close fd (its number can then be reused elsewhere) at any time. */
     int watch = ccoip_sock_dup(fd);
     pthread_mutex_lock(&p2p->lock);
@@ -144,20 +175,23 @@ static void *take_relayed(void *arg) {
     return NULL;
 }
 
-static bool relay_rx_start(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *rx,
-                           int64_t deadline) {
+static bool rx_dial_start(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *rx,
+                          int64_t deadline) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
-    relay_rx_t *r = malloc(sizeof *r);
+    rx_dial_t *r = malloc(sizeof *r);
     if (r == NULL) return false;
-    *r = (relay_rx_t){comm, {info->relay_addr, info->relay_port}, rx->rx_token, deadline};
+    bool punched = (rx->flags & CCOIP_PEER_RX_PUNCHED) != 0;
+    ccoip_socket_address_t to = {info->relay_addr, info->relay_port};
+    if (punched) to = (ccoip_socket_address_t){rx->addr, rx->punch_tx_port};
+    *r = (rx_dial_t){comm, to, punched, rx->rx_token, deadline};
     p2p->relay_fd = -1;
-    p2p->relay_started = pthread_create(&p2p->relay_thread, NULL, take_relayed, r) == 0;
+    p2p->relay_started = pthread_create(&p2p->relay_thread, NULL, take_dialled_rx, r) == 0;
     if (!p2p->relay_started) free(r);
     return p2p->relay_started;
 }
 
-/* Waits for the relay thread; `cut`: its link is not wanted (the round failed): end it now. */
-static void relay_rx_end(pcclComm_t *comm, bool cut) {
+/* Waits for the RX dial thread; `cut`: its link is not wanted (the round failed): end it now. */
+static void rx_dial_end(pcclComm_t *comm, bool cut) {
     ccoip_peer_p2p_t *p2p = &comm->p2p;
     if (!p2p->relay_started) return;
     pthread_mutex_lock(&p2p->lock);
@@ -213,6 +247,7 @@ typedef struct tx_pool_t {
     uint32_t streams;
     bool reversed; /* we receive on these (an edge we dial as its unreachable receiving end) */
     bool relayed;  /* addr is the relay's: each stream starts with the token */
+    bool punched;  /* addr is the receiver's RX punch port, dialled from our TX punch port */
     ccoip_uuid_t token;
     int64_t deadline;
     _Atomic uint32_t next;   /* the next stream to connect */
@@ -227,7 +262,9 @@ typedef struct tx_pool_t {
 /* One stream: TCP connect, HELLO, P2P_BIND; retried while the neighbour has not yet heard of us.
  * The fd, or -1 with *why set (and one log line unless cancelled). A live peer listens from
  * before it registers, so refusals that last REFUSED_GIVE_UP_MS mean nobody ever will (a NAT
- * router's port, a wrong address): the round fails then, not at its deadline. */
+ * router's port, a wrong address): the round fails then, not at its deadline. A punch is
+ * refused by the other end's router until that end's own dial left it: it retries to the end
+ * of its window (t->deadline). */
 static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, uint8_t *why) {
     pcclComm_t *comm = t->comm;
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
@@ -235,14 +272,17 @@ static int connect_stream(tx_pool_t *t, uint32_t stream, ccoip_session_t *sess, 
     *why = CCOIP_LINK_TIMEOUT;
     while (ccoip_now_ms() < t->deadline && !atomic_load(&t->cancel)) {
         int64_t left = t->deadline - ccoip_now_ms();
-        int fd = t->relayed ? relay_dial(&t->addr, &t->token, (int) (left < 1000 ? left : 1000), &st)
-                            : ccoip_sock_connect(&t->addr, (int) (left < 1000 ? left : 1000), &st);
+        int wait = (int) (left < 1000 ? left : 1000), fd;
+        if (t->relayed) fd = relay_dial(&t->addr, &t->token, wait, &st);
+        else if (t->punched) fd = ccoip_punch_dial(&comm->punch, CCOIP_PUNCH_TX, &t->addr, wait, &st);
+        else fd = ccoip_sock_connect(&t->addr, wait, &st);
         if (fd < 0) {
             *why = st == CCOIP_ERR_TIMEOUT ? CCOIP_LINK_TIMEOUT : CCOIP_LINK_REFUSED;
-            if (st != CCOIP_ERR_REFUSED) refused_since = 0;
+            if (st == CCOIP_ERR_INVALID) break; /* no punch port */
+            if (st != CCOIP_ERR_REFUSED || t->punched) refused_since = 0;
             else if (refused_since == 0) refused_since = ccoip_now_ms();
             else if (ccoip_now_ms() - refused_since >= REFUSED_GIVE_UP_MS) break;
-            ccoip_sleep_ms(20);
+            ccoip_sleep_ms(t->punched ? PUNCH_RETRY_MS : 20);
             continue;
         }
         refused_since = 0;
@@ -300,9 +340,8 @@ static void *tx_thread(void *arg) {
 
 /* Connects `streams` streams to e into the links (tx_fds, tx_sess, ntx; rx_* when `reversed`), all
  * or none: on failure or interruption every socket made here is closed, and *why says what failed. */
-static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t round, uint32_t streams,
-                         bool reversed, const ccoip_socket_address_t *relay, int64_t deadline, ccoip_packet_t *early,
-                         uint8_t *why) {
+static bool connect_pool(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *e, uint32_t streams,
+                         bool reversed, int64_t deadline, ccoip_packet_t *early, uint8_t *why) {
     *why = CCOIP_LINK_LOCAL;
     tx_pool_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -311,15 +350,18 @@ static bool connect_pool(pcclComm_t *comm, const ccoip_peer_entry_t *e, uint64_t
     }
     t->comm = comm;
     t->addr = (ccoip_socket_address_t){e->addr, e->p2p_port};
+    t->relayed = !reversed && (e->flags & CCOIP_PEER_TX_RELAYED);
+    t->punched = !reversed && (e->flags & CCOIP_PEER_TX_PUNCHED);
+    if (t->punched) t->addr.port = e->punch_rx_port;
     ccoip_format_address(&t->addr, t->name, sizeof t->name);
-    if (relay != NULL) { /* the neighbour's name stays in the log lines */
+    if (t->relayed) { /* the neighbour's name stays in the log lines */
         size_t len = strlen(t->name);
-        t->addr = *relay;
-        t->relayed = true;
+        t->addr = (ccoip_socket_address_t){info->relay_addr, info->relay_port};
         t->token = e->tx_token;
         snprintf(t->name + len, sizeof t->name - len, " via the relay");
     }
-    t->round = round;
+    if (t->punched && deadline > ccoip_now_ms() + punch_ms()) deadline = ccoip_now_ms() + punch_ms();
+    t->round = info->round;
     t->streams = streams;
     t->reversed = reversed;
     t->deadline = deadline;
@@ -440,15 +482,17 @@ static void drop_side(ccoip_p2p_links_t *l, bool rx) {
 
 /* One side of this round's links: the TX pool to e (rx false) or the RX pool from it. We dial
  * unless the edge is reversed towards us; the other end dials when it is. A relayed edge: both
- * ends dial the relay, one stream; our RX end's dial runs on the relay thread (relay_rx_start),
- * and arrives as the listener's connections do. */
+ * ends dial the relay, one stream; a punched edge: both ends dial each other, one stream. Our RX
+ * end's dial runs on a thread (rx_dial_start) and arrives as the listener's connections do. */
 static bool link_side(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoip_peer_entry_t *e, bool rx,
                       uint32_t pool, int64_t deadline, ccoip_packet_t *early, ccoip_p2p_established_t *report) {
     bool reversed = (e->flags & (rx ? CCOIP_PEER_RX_REVERSED : CCOIP_PEER_TX_REVERSED)) != 0;
     bool relayed = (e->flags & (rx ? CCOIP_PEER_RX_RELAYED : CCOIP_PEER_TX_RELAYED)) != 0;
-    bool we_dial = rx == reversed && !(rx && relayed);
+    bool punched = (e->flags & (rx ? CCOIP_PEER_RX_PUNCHED : CCOIP_PEER_TX_PUNCHED)) != 0;
+    bool we_dial = rx == reversed && !(rx && (relayed || punched));
     char name[80];
-    ccoip_socket_address_t a = {e->addr, e->p2p_port}, relay = {info->relay_addr, info->relay_port};
+    ccoip_socket_address_t a = {e->addr, e->p2p_port};
+    if (punched) a.port = rx ? e->punch_tx_port : e->punch_rx_port; /* where we dial it */
     ccoip_format_address(&a, name, sizeof name);
     if (reversed && rx) LOG_INFO(MOD, "reversed edge: we dial ring neighbour %s for the link it sends us on (the "
                                       "master cannot reach this peer)", name);
@@ -456,8 +500,9 @@ static bool link_side(pcclComm_t *comm, const ccoip_p2p_info_t *info, const ccoi
                                        "master cannot reach it)", name);
     if (relayed) LOG_INFO(MOD, "relayed edge: the link %s ring neighbour %s runs through the relay (nobody can "
                                "dial either end)", rx ? "from" : "to", name);
-    bool ok = we_dial ? connect_pool(comm, e, info->round, relayed ? 1 : pool, rx, relayed ? &relay : NULL, deadline,
-                                     early, &report->why)
+    if (punched) LOG_INFO(MOD, "punched edge: the link %s ring neighbour %s is dialled from both ends at once "
+                               "(hole punching: nobody can dial either end)", rx ? "from" : "to", name);
+    bool ok = we_dial ? connect_pool(comm, info, e, relayed || punched ? 1 : pool, rx, deadline, early, &report->why)
                       : await_pool(comm, e, info->round, !rx && reversed, deadline, early);
     if (ok) return true;
     if (!we_dial) {
@@ -505,7 +550,8 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (pool > CCOIP_P2P_MAX_STREAMS) pool = CCOIP_P2P_MAX_STREAMS; /* pcclCreateCommunicator warned */
     if (tx != NULL) p2p->links.tx.peer = tx->uuid;
     if (rx != NULL) p2p->links.rx.peer = rx->uuid;
-    bool ok = rx == NULL || !(rx->flags & CCOIP_PEER_RX_RELAYED) || relay_rx_start(comm, info, rx, deadline);
+    bool ok = rx == NULL || !(rx->flags & (CCOIP_PEER_RX_RELAYED | CCOIP_PEER_RX_PUNCHED)) ||
+              rx_dial_start(comm, info, rx, deadline);
     if (!ok) report->why = CCOIP_LINK_LOCAL;
     /* Our dials first, then what others dial: nobody waits for a peer that waits for it. */
     bool tx_dials = tx != NULL && !(tx->flags & CCOIP_PEER_TX_REVERSED);
@@ -514,7 +560,7 @@ bool ccoip_p2p_establish(pcclComm_t *comm, const ccoip_p2p_info_t *info, ccoip_p
     if (ok && rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
     if (ok && tx != NULL && !tx_dials) ok = link_side(comm, info, tx, false, pool, deadline, early, report);
     if (ok && rx != NULL && !rx_dials) ok = link_side(comm, info, rx, true, pool, deadline, early, report);
-    relay_rx_end(comm, !ok);
+    rx_dial_end(comm, !ok);
     if (!ok) return false;
     if (tx != NULL) p2p->links.tx.fd = p2p->links.tx_fds[0];
     if (rx != NULL) p2p->links.rx.fd = p2p->links.rx_fds[0];

@@ -13,6 +13,7 @@
 typedef enum field_kind_t {
     F_U8,     /* lo..hi when hi > 0 */
     F_FLAGS8, /* nonzero, only bits in `hi` */
+    F_FLAGS16, /* the same, two bytes */
     F_U16,
     F_U32,    /* lo..hi when hi > 0 */
     F_U64,
@@ -48,6 +49,7 @@ struct layout_t {
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define U8R(st, f, l, h) {F_U8, offsetof(st, f), l, h, NULL, 0}
 #define FLAGS(st, f, mask) {F_FLAGS8, offsetof(st, f), 0, mask, NULL, 0}
+#define FLAGS16(st, f, mask) {F_FLAGS16, offsetof(st, f), 0, mask, NULL, 0}
 #define U16(st, f) {F_U16, offsetof(st, f), 0, 0, NULL, 0}
 #define U32(st, f) {F_U32, offsetof(st, f), 0, 0, NULL, 0}
 #define U32R(st, f, l, h) {F_U32, offsetof(st, f), l, h, NULL, 0}
@@ -67,15 +69,18 @@ static const layout_t world_layout = {0, "world", sizeof(ccoip_world_t), world_f
 
 static const field_t entry_fields[] = {
     UUID(ccoip_peer_entry_t, uuid),
-    FLAGS(ccoip_peer_entry_t, flags,
-          CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST | CCOIP_PEER_TX_REVERSED |
-              CCOIP_PEER_RX_REVERSED | CCOIP_PEER_TX_RELAYED | CCOIP_PEER_RX_RELAYED),
+    FLAGS16(ccoip_peer_entry_t, flags,
+            CCOIP_PEER_CONNECT_TO | CCOIP_PEER_ACCEPT_FROM | CCOIP_PEER_SAME_HOST | CCOIP_PEER_TX_REVERSED |
+                CCOIP_PEER_RX_REVERSED | CCOIP_PEER_TX_RELAYED | CCOIP_PEER_RX_RELAYED | CCOIP_PEER_TX_PUNCHED |
+                CCOIP_PEER_RX_PUNCHED),
     ADDR(ccoip_peer_entry_t, addr),
     U16(ccoip_peer_entry_t, p2p_port),
     U16(ccoip_peer_entry_t, ss_port),
     U16(ccoip_peer_entry_t, bench_port),
     UUID(ccoip_peer_entry_t, tx_token),
-    UUID(ccoip_peer_entry_t, rx_token)};
+    UUID(ccoip_peer_entry_t, rx_token),
+    U16(ccoip_peer_entry_t, punch_tx_port),
+    U16(ccoip_peer_entry_t, punch_rx_port)};
 static const layout_t entry_layout = {0, "peer entry", sizeof(ccoip_peer_entry_t), entry_fields,
                                       N(entry_fields), 0};
 
@@ -100,6 +105,8 @@ static const field_t rejoin_fields[] = {STRUCT(ccoip_rejoin_t, join, join_layout
                                         U64(ccoip_rejoin_t, round), U8R(ccoip_rejoin_t, has_rev, 0, 1),
                                         U64(ccoip_rejoin_t, last_rev), U8R(ccoip_rejoin_t, has_result, 0, 1),
                                         U64(ccoip_rejoin_t, result_rev)};
+static const field_t punch_map_fields[] = {UUID(ccoip_punch_map_t, owner),
+                                           U8R(ccoip_punch_map_t, which, CCOIP_PUNCH_TX, CCOIP_PUNCH_RX)};
 static const field_t join_response_fields[] = {
     U8R(ccoip_join_response_t, status, 0, 4), ADDR(ccoip_join_response_t, seen_addr),
     U16(ccoip_join_response_t, seen_port), U8R(ccoip_join_response_t, reachable, 0, 1)};
@@ -221,6 +228,7 @@ static const layout_t packet_layouts[] = {
     PACKET(CCOIP_PKT_AUTH_RESULT, "AUTH_RESULT", auth_result_fields, 0),
     PACKET(CCOIP_PKT_C2M_JOIN, "C2M_JOIN", join_fields, 0),
     PACKET(CCOIP_PKT_C2M_REJOIN, "C2M_REJOIN", rejoin_fields, 0),
+    PACKET(CCOIP_PKT_C2M_PUNCH_MAP, "C2M_PUNCH_MAP", punch_map_fields, 0),
     PACKET(CCOIP_PKT_C2M_FINGERPRINT, "C2M_FINGERPRINT", fingerprint_fields, 0),
     EMPTY(CCOIP_PKT_C2M_VOTE_ACCEPT, "C2M_VOTE_ACCEPT"),
     PACKET(CCOIP_PKT_C2M_P2P_ESTABLISHED, "C2M_P2P_ESTABLISHED", p2p_established_fields, 0),
@@ -285,7 +293,8 @@ static size_t min_wire_size(const layout_t *l) {
         switch (l->fields[i].kind) {
         case F_U8:
         case F_FLAGS8: n += 1; break;
-        case F_U16: n += 2; break;
+        case F_U16:
+        case F_FLAGS16: n += 2; break;
         case F_U32:
         case F_LIST: n += 4; break;
         case F_U64: n += 8; break;
@@ -308,7 +317,8 @@ static size_t max_wire_size(const layout_t *l) {
         switch (l->fields[i].kind) {
         case F_U8:
         case F_FLAGS8: n += 1; break;
-        case F_U16: n += 2; break;
+        case F_U16:
+        case F_FLAGS16: n += 2; break;
         case F_U32: n += 4; break;
         case F_U64: n += 8; break;
         case F_UUID: n += 16; break;
@@ -348,7 +358,7 @@ static bool gate_closed(const field_t *f, const uint8_t *base) {
     return v < f->lo;
 }
 
-/* A fixed-size field: read it, check its range (F_U8 / F_U32 with hi > 0: lo..hi; F_FLAGS8:
+/* A fixed-size field: read it, check its range (F_U8 / F_U32 with hi > 0: lo..hi; F_FLAGS8/16:
  * nonzero, no bit outside hi), store it. Nothing is stored unless the whole field is valid. */
 static ccoip_status_t decode_scalar(const field_t *f, ccoip_reader_t *r, uint8_t *at) {
     switch (f->kind) {
@@ -363,9 +373,11 @@ static ccoip_status_t decode_scalar(const field_t *f, ccoip_reader_t *r, uint8_t
         *at = v;
         return CCOIP_OK;
     }
-    case F_U16: {
+    case F_U16:
+    case F_FLAGS16: {
         uint16_t v;
         if (!ccoip_read_u16(r, &v)) return CCOIP_ERR_TRUNCATED;
+        if (f->kind == F_FLAGS16 && (v == 0 || (v & ~f->hi) != 0)) return CCOIP_ERR_INVALID;
         memcpy(at, &v, sizeof v);
         return CCOIP_OK;
     }
@@ -516,7 +528,8 @@ static bool encode_fields(const layout_t *l, ccoip_writer_t *w, const uint8_t *b
         case F_BYTES: ccoip_write_bytes(w, at, f->hi); break;
         case F_U8:
         case F_FLAGS8: ccoip_write_u8(w, *at); break;
-        case F_U16: {
+        case F_U16:
+        case F_FLAGS16: {
             uint16_t v;
             memcpy(&v, at, sizeof v);
             ccoip_write_u16(w, v);

@@ -57,7 +57,12 @@
  *    distributors once (`sources`) and every fetch names up to CCOIP_SS_MAX_SOURCES of them;
  *    SS_REQUEST asks for byte ranges (name, offset, length), and one shared-state connection
  *    carries requests one after another until an empty one (docs/shared-state.md)
- * 12: on a shared-state connection every range's bytes are followed by the XXH3-64 of those bytes
+ * 12: an edge between two unreachable peers is punched (TCP simultaneous open) where both ends
+ *    told the master their punch ports: before JOIN, one C2M_PUNCH_MAP connection from each punch
+ *    port, whose source port the master sees through the peer's NAT; P2P_INFO's entries
+ *    carry those ports (punch_tx_port, punch_rx_port) and CCOIP_PEER_TX_PUNCHED / RX_PUNCHED,
+ *    so the entries' flags take two bytes (docs/nat.md);
+ *    on a shared-state connection every range's bytes are followed by the XXH3-64 of those bytes
  *    as the distributor read them (8 bytes, big-endian; no packet changes): the receiver drops a
  *    distributor whose bytes do not match and fetches the range from another in the same call
  *    (docs/shared-state.md); a receiver that cannot dial a distributor is dialled by it
@@ -85,6 +90,7 @@ typedef enum ccoip_packet_type_t {
     CCOIP_PKT_C2M_REJOIN = 0x0106, /* instead of JOIN: a member back after losing the master */
     CCOIP_PKT_C2M_FINGERPRINT = 0x0107,  /* determinism fingerprint, between HELLO and JOIN (opt-in) */
     CCOIP_PKT_C2M_VOTE_RELINK = 0x0108,  /* a failed all-reduce's await: relink, admit nobody */
+    CCOIP_PKT_C2M_PUNCH_MAP = 0x0109,    /* alone on a connection from a punch port (instead of JOIN) */
     CCOIP_PKT_C2M_COLLECTIVE_INIT = 0x0110,     /* this peer wants to run collective `tag` */
     CCOIP_PKT_C2M_COLLECTIVE_COMPLETE = 0x0111, /* ... and finished it (ok or not) */
     CCOIP_PKT_C2M_COLLECTIVE_ABORT = 0x0112,    /* its watchdog: `tag` made no progress for the timeout */
@@ -195,6 +201,12 @@ typedef enum ccoip_link_why_t {
 #define CCOIP_RELAY_MAGIC 0x5043524Cu /* "PCRL" */
 #define CCOIP_RELAY_HELLO_LEN 20u
 #define CCOIP_PEER_RX_RELAYED 64u /* ACCEPT_FROM: our RX link, via the relay with rx_token */
+/* Version 12: an edge between two unreachable ends whose punch ports the master knows: both ends
+ * dial each other at once (TCP simultaneous open through both NAT routers), the sender from its
+ * TX punch port to the receiver's RX punch port, one pool stream; the sender runs the handshake's
+ * connector half. */
+#define CCOIP_PEER_TX_PUNCHED 128u /* CONNECT_TO: our TX link, dialled at its punch_rx_port */
+#define CCOIP_PEER_RX_PUNCHED 256u /* ACCEPT_FROM: our RX link, dialled at its punch_tx_port */
 
 typedef struct ccoip_uuid_t {
     uint8_t b[16];
@@ -245,6 +257,16 @@ typedef struct ccoip_join_t {
     ccoip_inet_address_t local_addr;
 } ccoip_join_t;
 
+/* Version 12: the only packet (after HELLO) of a connection from a peer's punch port, before its
+ * JOIN or REJOIN: the master records the source port it sees as where that port's dials come from
+ * (through the peer's NAT), then closes the connection (the peer's sign to go on). */
+#define CCOIP_PUNCH_TX 0 /* the port its TX links of punched edges are dialled from */
+#define CCOIP_PUNCH_RX 1 /* the port its RX links of punched edges are dialled from */
+typedef struct ccoip_punch_map_t {
+    ccoip_uuid_t owner; /* the UUID of the peer's master connection */
+    uint8_t which;      /* CCOIP_PUNCH_TX or CCOIP_PUNCH_RX */
+} ccoip_punch_map_t;
+
 /* A member that lost the master tells a (restarted) master what it was: the master's soft state
  * is rebuilt from these reports (docs/master-restart.md). The HELLO before it carries its UUID. */
 typedef struct ccoip_rejoin_t {
@@ -294,13 +316,15 @@ typedef struct ccoip_world_t {
 
 typedef struct ccoip_peer_entry_t {
     ccoip_uuid_t uuid;
-    uint8_t flags; /* CCOIP_PEER_* */
+    uint16_t flags; /* CCOIP_PEER_* */
     ccoip_inet_address_t addr;
     uint16_t p2p_port;
     uint16_t ss_port;
     uint16_t bench_port;
     /* version 11: the relay pairs the two ends of a relayed edge by these (zero when not relayed) */
     ccoip_uuid_t tx_token, rx_token;
+    /* version 12: its punch ports as its NAT maps them (zero unless an edge with it is punched) */
+    uint16_t punch_tx_port, punch_rx_port;
 } ccoip_peer_entry_t;
 
 typedef struct ccoip_p2p_info_t {
@@ -579,6 +603,7 @@ typedef struct ccoip_packet_t {
         ccoip_auth_result_t auth_result;
         ccoip_join_t join;
         ccoip_rejoin_t rejoin;
+        ccoip_punch_map_t punch_map;
         ccoip_join_response_t join_response;
         ccoip_fingerprint_t fingerprint;
         ccoip_p2p_info_t p2p_info;

@@ -190,6 +190,13 @@ static void test_round_trips(void) {
     CHECK(memcmp(&b.u.rejoin.next, &p.u.rejoin.next, sizeof p.u.rejoin.next) == 0);
     CHECK(b.u.rejoin.has_rev == 1 && b.u.rejoin.last_rev == 0xfedcba9876543210ull);
     CHECK(b.u.rejoin.has_result == 1 && b.u.rejoin.result_rev == 77);
+    p.type = CCOIP_PKT_C2M_PUNCH_MAP; /* version 12 */
+    p.u.punch_map = (ccoip_punch_map_t){uuid_of(5), CCOIP_PUNCH_RX};
+    round_trip(&p, &b);
+    CHECK(memcmp(&b.u.punch_map.owner, &p.u.punch_map.owner, 16) == 0 && b.u.punch_map.which == CCOIP_PUNCH_RX);
+    uint8_t map[17] = {0};
+    map[16] = 2; /* neither TX nor RX */
+    CHECK(decode_bytes(CCOIP_PKT_C2M_PUNCH_MAP, map, sizeof map) == CCOIP_ERR_INVALID);
     p.type = CCOIP_PKT_C2M_SHARED_STATE_QUERY;
     p.u.ss_query.revision = 41;
     round_trip(&p, &b);
@@ -303,9 +310,9 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_M2C_JOIN_RESPONSE, jr, 9) == CCOIP_ERR_INVALID);
 
     /* P2P_INFO: a huge count, a count larger than the bytes left, bad flags, bad family. One
-     * entry: uuid, flags, family 4, ip, 3 ports, 2 tokens = 16+1+1+4+6+32 = 60 bytes; after the
-     * list the relay: family 4, ip, port = 7 bytes. */
-    enum { E = 60, TAIL = 7 };
+     * entry: uuid, flags (2 bytes since version 12), family 4, ip, 3 ports, 2 tokens, 2 punch
+     * ports = 16+2+1+4+6+32+4 = 65 bytes; after the list the relay: family 4, ip, port = 7 bytes. */
+    enum { E = 65, TAIL = 7, F = 12 + 17, FAM = 12 + 18 }; /* F: the flags' low byte */
     uint8_t info[12 + E + TAIL + 1];
     memset(info, 0, sizeof info);
     info[8] = 0xff; info[9] = 0xff; info[10] = 0xff; info[11] = 0xff;
@@ -313,29 +320,33 @@ static void test_malformed(void) {
     info[8] = 0; info[9] = 0; info[10] = 0x01; info[11] = 0x00; /* 256 entries, 0 bytes */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12) == CCOIP_ERR_TRUNCATED);
     info[10] = 0; info[11] = 1;
-    info[12 + 16] = 1;
-    info[12 + 17] = 4;
+    info[F] = 1;
+    info[FAM] = 4;
     info[12 + E] = 4;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL - 1) == CCOIP_ERR_TRUNCATED);
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL + 1) == CCOIP_ERR_INVALID);
-    info[12 + 16] = 0;
+    info[F] = 0;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
-    info[12 + 16] = 4; /* CCOIP_PEER_SAME_HOST alone: a peer at our address (version 4) */
+    info[F] = 4; /* CCOIP_PEER_SAME_HOST alone: a peer at our address (version 4) */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
-    info[12 + 16] = 1 | 2 | 8 | 16 | 32 | 64; /* reversed and relayed edges (version 11) */
+    info[F] = 1 | 2 | 8 | 16 | 32 | 64; /* reversed and relayed edges (version 11) */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
-    info[12 + 16] = 128;
+    info[F] = 1 | 2 | 128;
+    info[F - 1] = 1; /* punched edges (version 12): bits 128 and 256 */
+    CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_OK);
+    info[F - 1] = 2; /* 512: no such flag */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
-    info[12 + 16] = 3;
+    info[F - 1] = 0;
+    info[F] = 3;
     info[12 + E] = 5; /* the relay's family */
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
     info[12 + E] = 4;
-    info[12 + 17] = 5;
+    info[FAM] = 5;
     CHECK(decode_bytes(CCOIP_PKT_M2C_P2P_INFO, info, 12 + E + TAIL) == CCOIP_ERR_INVALID);
     /* Two entries, the second one truncated: the first one's memory must be released (ASan). */
     info[11] = 2;
-    info[12 + 17] = 4;
+    info[FAM] = 4;
     uint8_t two[12 + E + 20];
     memset(two, 0, sizeof two);
     memcpy(two, info, 12 + E);

@@ -98,6 +98,26 @@ int main(void) {
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], false), 0);
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
     CHECK_EQ_U64(ccoip_mreach_rx_flags(ring[0], ring[1], true), CCOIP_PEER_RX_RELAYED);
+    /* Punched where the master saw the sender's TX and the receiver's RX punch ports, relay or
+     * not; after a failed punch, relayed (a run without a relay never marks a punch failed). */
+    ring[0]->punch_tx_port = 40001;
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED); /* no RX port of 1 */
+    ring[1]->punch_rx_port = 40002;
+    CHECK(ccoip_mreach_punched(ring[0], ring[1]) && !ccoip_mreach_punched(ring[1], ring[0]));
+    for (int relay = 0; relay <= 1; relay++) {
+        CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], relay), CCOIP_PEER_TX_PUNCHED);
+        CHECK_EQ_U64(ccoip_mreach_rx_flags(ring[0], ring[1], relay), CCOIP_PEER_RX_PUNCHED);
+        CHECK(strcmp(ccoip_mreach_edge_kind(ring[0], ring[1], relay), "punched") == 0);
+    }
+    ring[1]->punch_failed = true;
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
+    CHECK(strcmp(ccoip_mreach_edge_kind(ring[0], ring[1], true), "relayed") == 0);
+    make("RU");
+    CHECK(strcmp(ccoip_mreach_edge_kind(ring[0], ring[1], true), "reversed") == 0);
+    CHECK(strcmp(ccoip_mreach_edge_kind(ring[1], ring[0], true), "direct") == 0);
+    make("SS"); /* one site never punches: its peers dial each other */
+    ring[0]->punch_tx_port = ring[1]->punch_rx_port = 40003;
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), 0);
 
     /* Where the others dial: the advertised address and port, the other listeners shifted alike. */
     ccoip_mclient_t c;

@@ -30,6 +30,10 @@ int main(void) {
         memset(clients[i].uuid.b, 0x10 + i, 16);
         snprintf(clients[i].name, sizeof clients[i].name, "10.0.0.%d:5000", i);
         clients[i].phase = i < 4 ? CCOIP_MPHASE_ACCEPTED : i == 4 ? CCOIP_MPHASE_REGISTERED : CCOIP_MPHASE_CONNECTED;
+        clients[i].addr.protocol = inetIPv4;
+        clients[i].addr.ipv4.data[0] = 10;
+        clients[i].addr.ipv4.data[3] = (uint8_t) i;
+        clients[i].reachable = i != 1; /* 1: behind NAT: the edge to it is dialled by it */
     }
     clients[2].peer_group = 7;
     clients[3].id = 0; /* first in its group's ring */
@@ -72,6 +76,10 @@ int main(void) {
         "pccl_master_allreduce_bytes_total 123456789012",
         "pccl_master_shared_state_syncs_total 3",
         "pccl_master_shared_state_bytes_total 4096",
+        /* Group 0's ring in id order: 10.0.0.3, 10.0.0.0, 10.0.0.1 (1 unreachable). */
+        "pccl_master_ring_edge{from=\"10.0.0.3:5000\",to=\"10.0.0.0:5000\",via=\"direct\"} 1",
+        "pccl_master_ring_edge{from=\"10.0.0.0:5000\",to=\"10.0.0.1:5000\",via=\"reversed\"} 1",
+        "pccl_master_ring_edge{from=\"10.0.0.1:5000\",to=\"10.0.0.3:5000\",via=\"direct\"} 1",
         "# TYPE pccl_master_allreduce_bytes_total counter",
         "# TYPE pccl_master_peers gauge",
     };

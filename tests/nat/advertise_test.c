@@ -6,7 +6,7 @@
  * it); peers 1 and 2 advertise 127.0.0.1:1 and :2, where nothing listens, as a wrong port forward
  * would: the master's connections back are refused, so both count as unreachable. The ring
  * 0 -> 1 -> 2 -> 0 (or 0 -> 2 -> 1, as they joined) then has a reversed edge (1 dials 0), a
- * relayed one (1 -> 2, nobody can dial either) and a direct one (2 dials 0); same-host links, so shared memory is switched to over
+ * relayed one (1 -> 2, nobody can dial either, and PCCL_PUNCH=0: no punch) and a direct one (2 dials 0); same-host links, so shared memory is switched to over
  * each. A fourth peer advertises garbage: its pcclConnect fails. Checked: every step's weights
  * are the same bits on the three, no call failed, the logs say where each is dialled and which
  * edges were reversed and relayed. Runs under the sanitizers too.
@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
     h_init(120);
     setenv("PCCL_LOG_LEVEL", "info", 1);
     setenv("RESTART_PEER_DRIFT", "1", 1);
+    setenv("PCCL_PUNCH", "0", 1); /* the edge between 1 and 2 goes through the relay, not punched */
     h_proc_t master, relay, peers[PEERS + 1];
     char relay_at[64];
     REQUIRE(start_relay(&relay, argv[3], relay_at, sizeof relay_at));

@@ -28,6 +28,13 @@ typedef struct nat_peer_t {
     char log[128]; /* its stderr */
 } nat_peer_t;
 
+/* What the NAT routers do with a connection from outside that no mapping of theirs matches:
+ * answer with a reset (a plain Linux router: nothing listens there; the default), drop it (a
+ * firewall rule), or reset and also map every connection to a random port (MASQUERADE
+ * --random-fully: no punch gets through). Before nat_setup. */
+enum { NAT_ROUTER_RESET, NAT_ROUTER_DROP, NAT_ROUTER_RANDOM };
+void nat_set_routers(int kind);
+
 /* Makes the namespaces (names prefixed by "<tag><pid>"); false when it cannot (no root, no
  * tools): the test then says SKIPPED. Removed at exit. */
 bool nat_setup(const char *tag);
@@ -44,7 +51,8 @@ bool nat_pump(nat_peer_t *peers, int n, int ms, bool (*cond)(void));
 long nat_slowest_step(const nat_peer_t *peers, int members, long from);
 long nat_median_step(const nat_peer_t *peers);
 /* Kills every running peer, then checks that each step's weights are the same bits on every
- * peer that connected and ran it; returns how many hashes it compared. */
+ * peer that connected and ran it (against the first of them); returns how many hashes it
+ * compared. */
 unsigned nat_check_steps(nat_peer_t *peers, int n);
 long nat_now_ms(void);
 /* The master's address ("10.79.0.1:PORT") once nat_start_master returned. */

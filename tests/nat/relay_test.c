@@ -1,11 +1,13 @@
-/* relay_test: two peers behind NAT routers, neighbours in the ring, linked through pccl-relay
- * (issue 30, step 4).
+/* relay_test: two peers behind NAT routers that map every connection to a random port
+ * (MASQUERADE --random-fully), neighbours in the ring: their punch fails, and they are linked
+ * through pccl-relay (issue 30, step 4).
  *
  * The namespaces of nat_net.h: the master and member A on h0 (public), pccl-relay on h1
  * (public), NATed peers on n0 (behind rt) and n1 (behind rt2). The master runs with --relay. A
  * steps alone; n0 joins (A dials nobody: their edges are reversed), then n1: the ring A -> n0 ->
- * n1 -> A has an edge between the two NATed peers, which nobody can dial: it runs through the
- * relay, paired by the token the master gave both ends. Each newcomer's first sync fetches the
+ * n1 -> A has an edge between the two NATed peers, which nobody can dial: the master has it
+ * punched first (the punch ports it saw are not where the punches leave the routers, so that
+ * round runs again without n1), then through the relay, paired by the token it gave both ends. Each newcomer's first sync fetches the
  * 4 MiB of weights from a reachable holder (A). Checked: both pcclConnect calls
  * succeed, nobody sees a failed call, every step's weights are the same bits on the three, the
  * logs say which edge was relayed, and the relay paired it and carried bytes both ways.
@@ -49,6 +51,7 @@ int main(int argc, char **argv) {
     REQUIRE(argc == 4);
     peer_bin = argv[2];
     h_init(240);
+    nat_set_routers(NAT_ROUTER_RANDOM);
     if (!nat_setup("nl")) {
         printf("relay_test: SKIPPED: cannot create network namespaces (needs root, iproute2, iptables)\n");
         return 0;
@@ -85,6 +88,7 @@ int main(int argc, char **argv) {
     h_kill(&relay, SIGTERM);
     CHECK_EQ_U64(h_wait(&relay, 10000), 0);
     CHECK(nat_log_has(relay_log, "paired 10.79.0.1"));
+    CHECK(nat_log_has(nat_master_log(), "their edges with unreachable peers run through the relay from now on"));
     CHECK(nat_log_has(relay_log, "bytes relayed"));
     if (check_failures == 0) {
         nat_remove_logs(peers, NPEERS);

@@ -6,12 +6,15 @@
  *    be bit-identical on every peer that printed that step (the revision rule is checked by the
  *    peers themselves: a sync that went backwards exits 4).
  * 2. With PCCL_MASTER_RECONNECT_S=3, a master that never comes back: both peers give up cleanly
- *    (exit 3, "gave up 6" = pcclMasterConnectionFailed) within the window and a margin. */
+ *    (exit 3, "gave up 6" = pcclMasterConnectionFailed) within the window and a margin.
+ * restart_test MASTER PEER encrypt: part 1 in an encrypted run (a run secret, --encrypt and
+ * PCCL_ENCRYPT=1): every REJOIN and what follows it travels sealed (ccoip_chan.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/ccoip/harness.h"
@@ -21,6 +24,7 @@
 #define MAX_STEPS 64
 
 static const char *master_bin, *peer_bin;
+static char secret_arg[128]; /* the secret file's path in an encrypted run, else empty */
 static unsigned long long hashes[MAX_STEPS + 1];
 static bool seen[MAX_STEPS + 1];
 static int failures, step_lines;
@@ -38,7 +42,12 @@ static int64_t now_ms(void) {
 static int start_master(h_proc_t *m, int port) {
     char listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    char *argv[] = {(char *) master_bin, "--listen", listen, "--log-level", "info", NULL};
+    char *argv[] = {(char *) master_bin, "--listen", listen, "--log-level", "info", NULL, NULL, NULL, NULL};
+    if (secret_arg[0] != '\0') {
+        argv[5] = "--secret-file";
+        argv[6] = secret_arg;
+        argv[7] = "--encrypt";
+    }
     if (!h_spawn(m, argv)) return 0;
     char line[256];
     if (!h_read_line(m, line, sizeof line, 20000)) return 0;
@@ -136,6 +145,15 @@ int main(int argc, char **argv) {
     master_bin = argv[1];
     peer_bin = argv[2];
     h_init(240);
+    bool encrypt = argc > 3 && strcmp(argv[3], "encrypt") == 0;
+    if (encrypt) {
+        snprintf(secret_arg, sizeof secret_arg, "/tmp/restart_test.%d.secret", (int) getpid());
+        FILE *f = fopen(secret_arg, "w");
+        if (f == NULL || fputs("restart test secret, long enough to pass", f) < 0 || fclose(f) != 0) return 1;
+        chmod(secret_arg, 0600);
+        setenv("PCCL_SECRET_FILE", secret_arg, 1);
+        setenv("PCCL_ENCRYPT", "1", 1);
+    }
 
     /* 1: two restarts, four peers. */
     h_proc_t m, peers[PEERS];
@@ -167,7 +185,9 @@ int main(int argc, char **argv) {
            step_lines, failures);
     h_kill(&m, SIGTERM);
     h_wait(&m, 5000);
+    if (encrypt) unlink(secret_arg);
     if (bad || done != PEERS) return 1;
+    if (encrypt) return 0;
 
     /* 2: the master never comes back. */
     setenv("PCCL_MASTER_RECONNECT_S", "3", 1);

@@ -2,7 +2,9 @@
  * all-reduce exactly (the p2p data links sealed, ccoip_datalink.h), also after a topology round
  * and with a shared-state sync between; a peer that does not encrypt is refused by that master,
  * a peer that encrypts is refused by a master that does not, and PCCL_ENCRYPT without a secret is
- * a usage error; each refusal is logged on both sides. */
+ * a usage error; each refusal is logged on both sides. Peer 0 talks to the master through a
+ * proxy that records the bytes: after the handshake (HELLO, AUTH up; HELLO_ACK, AUTH_RESULT
+ * down) both directions are sealed records (ccoip_chan.h), no plain JOIN or JOIN_RESPONSE. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,35 @@ static bool expect_all(const char *prefix, int timeout_ms) {
     return ok;
 }
 
+static uint32_t be32(const uint8_t *b) { return (uint32_t) b[0] << 24 | (uint32_t) b[1] << 16 | (uint32_t) b[2] << 8 | b[3]; }
+
+/* The recorded bytes of one direction: `frames` plain frames (the handshake), then only sealed
+ * records, the first of them not the plain frame of `plain_type`. True when they are so. */
+static bool sealed_after(const uint8_t *b, size_t n, int frames, uint16_t plain_type) {
+    size_t off = 0;
+    for (int i = 0; i < frames; i++) {
+        if (n - off < 6) return false;
+        off += 6 + be32(b + off);
+    }
+    if (n - off < 6 || (uint16_t) (b[off + 4] << 8 | b[off + 5]) == plain_type) return false;
+    int records = 0;
+    while (n - off >= 4) {
+        uint32_t len = be32(b + off);
+        if (len < 6 || len > (1u << 24)) return false;
+        off += 4 + len + 16; /* the last may run past what was recorded */
+        records++;
+    }
+    return records > 0;
+}
+
+static void check_sealed_wire(su_proxy_t *proxy) {
+    static uint8_t up[4096], down[4096];
+    size_t nup = su_proxy_copy(proxy, true, up, sizeof up), ndown = su_proxy_copy(proxy, false, down, sizeof down);
+    bool ok_up = sealed_after(up, nup, 2, CCOIP_PKT_C2M_JOIN), ok_down = sealed_after(down, ndown, 2, CCOIP_PKT_M2C_JOIN_RESPONSE);
+    if (!ok_up || !ok_down) fprintf(stderr, "encrypt_test: master link not sealed after the handshake (up %d, down %d; %zu / %zu bytes)\n", ok_up, ok_down, nup, ndown);
+    CHECK(ok_up && ok_down);
+}
+
 static void allreduce_exact(void) {
     char cmd[64];
     for (int i = 0; i < NPEERS; i++) {
@@ -94,9 +125,14 @@ int main(int argc, char **argv) {
     const char *margs[] = {"--secret-file", file, "--encrypt", NULL};
     int port = h_start_master(&m, argv[1], margs);
     REQUIRE(port > 0);
+    su_proxy_t proxy; /* peer 0's master link, recorded */
+    int proxy_port = su_proxy_start(&proxy, port);
+    REQUIRE(proxy_port > 0);
     for (int i = 0; i < NPEERS; i++) {
         snprintf(plog, sizeof plog, "%s/peer%d.log", dir, i);
-        REQUIRE(spawn(&peers[i], port, file, true, plog));
+        if (i == 0) setenv("PCCL_PUNCH", "0", 1); /* its one connection to the master is the proxy's */
+        REQUIRE(spawn(&peers[i], i == 0 ? proxy_port : port, file, true, plog));
+        unsetenv("PCCL_PUNCH");
         REQUIRE(h_send(&peers[i], "connect"));
         bool in = i == 0 && h_read_line(&peers[i], line, sizeof line, 30000);
         for (int attempt = 0; !in && attempt < 100; attempt++) {
@@ -117,6 +153,7 @@ int main(int argc, char **argv) {
     CHECK(expect_all("ss 0 0 7", 60000));
     CHECK(h_update_all(peers, NPEERS));
     allreduce_exact();
+    check_sealed_wire(&proxy);
     for (int i = 0; i < NPEERS; i++) {
         h_send(&peers[i], "quit");
         CHECK(h_wait(&peers[i], 20000) == 0);
