@@ -18,6 +18,16 @@
 /* XXH3_64bits(data, len): seed 0, the default secret. */
 uint64_t hash_xxh3(const void *data, size_t len);
 
+/* XXH3-64 (seed 0) of bytes given in pieces: the same 64 bits as hash_xxh3 over their
+ * concatenation (the shared-state ranges are hashed as they go out and come in). new: NULL when
+ * memory is short; reset before each run of updates. */
+typedef struct hash_xxh3_stream_t hash_xxh3_stream_t;
+hash_xxh3_stream_t *hash_xxh3_stream_new(void);
+void hash_xxh3_stream_reset(hash_xxh3_stream_t *s);
+void hash_xxh3_stream_update(hash_xxh3_stream_t *s, const void *data, size_t len);
+uint64_t hash_xxh3_stream_digest(const hash_xxh3_stream_t *s);
+void hash_xxh3_stream_free(hash_xxh3_stream_t *s);
+
 /* SimpleHash v1 of len bytes at data. On x86-64 the row loop runs as AVX2 code when the CPU
  * has it; the result is the same either way. */
 uint64_t hash_simple(const void *data, size_t len);

@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")/.."
 NVCC=/usr/local/cuda/bin/nvcc # fixed by cuda/cuda.bzl
 [ -x "$NVCC" ] || { echo "gpu_pack: no nvcc at $NVCC: cannot build the CUDA flavour" >&2; exit 1; }
-tests="cuda_table_test simplehash_gpu_test simplehash_many_gpu_test device_allreduce_test device_shared_state_test stream_allreduce_test fingerprint_gpu_test"
+tests="cuda_table_test simplehash_gpu_test simplehash_many_gpu_test device_allreduce_test device_shared_state_test device_ss_multi_test stream_allreduce_test fingerprint_gpu_test"
 bazel build --config=cuda $(for t in $tests; do printf '//tests/cuda:%s ' "$t"; done) //bench/cuda:cuda_bench //ccoip/master:pccl-master //:libpccl.so //fingerprint:pccl-fingerprint
 bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 rm -rf build/gpu

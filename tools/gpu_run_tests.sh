@@ -22,6 +22,7 @@ run simplehash_gpu_test "$here/simplehash_gpu_test"
 run simplehash_many_gpu_test "$here/simplehash_many_gpu_test"
 run device_allreduce_test "$here/device_allreduce_test" "$here/pccl-master"
 run device_shared_state_test "$here/device_shared_state_test" "$here/pccl-master"
+run device_ss_multi_test "$here/device_ss_multi_test" "$here/pccl-master"
 run stream_allreduce_test "$here/stream_allreduce_test" "$here/pccl-master"
 run fingerprint_gpu_test "$here/fingerprint_gpu_test"
 # pccl-fingerprint finds the packed libuv.so.1 beside the Python package's libpccl.so.

@@ -10,6 +10,7 @@
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_peer_shared.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_dial.h"
 #include "ccoip/peer/ccoip_ss_fetch.h"
 #include "ccoip/peer/ccoip_ss_hash.h"
 #include "ccoip/net/ccoip_socket.h"
@@ -339,6 +340,7 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
     ccoip_packet_t r;
     memset(&r, 0, sizeof r);
     uint64_t rx = 0;
+    ccoip_ss_dialers_t *dialers = NULL;
     bool link_ok = ccoip_link_send(comm, &p) == CCOIP_OK && await_master(comm, CCOIP_PKT_M2C_SHARED_STATE_RESULT, &r, true);
     uint64_t elected = 0;
     if (!link_ok) {
@@ -349,7 +351,8 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
         elected = result->revision;
         res = status_result(result, state);
         if (res == pcclSuccess) {
-            ccoip_ss_serve_allow(comm, result->serve, result->nserve);
+            ccoip_ss_serve_allow(comm, result);
+            dialers = ccoip_ss_dial_clients(comm, result); /* receivers that cannot dial us */
             res = fetch_all(comm, result, slots, n, &rx);
         }
         /* Kicked or timed out: the master expects no report (it closed us, or ended the sync). */
@@ -367,6 +370,8 @@ static pcclResult_t sync_state(pcclComm_t *comm, pcclSharedState_t *state, pcclS
             ccoip_packet_free(&r);
         }
     }
+    ccoip_ss_serve_close(comm); /* the dialling threads end: no new connection is served */
+    ccoip_ss_dial_join(dialers);
     uint64_t tx = ccoip_ss_serve_end(comm);
     if (res == pcclSuccess) {
         state->revision = elected;

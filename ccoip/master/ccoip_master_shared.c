@@ -221,14 +221,35 @@ static const ccoip_ss_sync_t *check_layouts(member_t *m, size_t n) {
     return ref;
 }
 
-static void add_serve(member_t *d, const ccoip_mclient_t *to) {
+/* Distributor d serves receiver r, over the connection `via` (r's source entry for d) says:
+ * REVERSED, d dials r (at the address d sees it at); RELAYED, d dials the relay with the token. */
+static void add_serve(member_t *d, const member_t *r, const ccoip_ss_source_t *via) {
     for (uint32_t i = 0; i < d->nserve; i++)
-        if (memcmp(d->serve[i].uuid.b, to->uuid.b, 16) == 0) return;
-    d->serve[d->nserve++].uuid = to->uuid;
+        if (memcmp(d->serve[i].uuid.b, r->c->uuid.b, 16) == 0) return;
+    ccoip_ss_client_t *c = &d->serve[d->nserve++];
+    c->uuid = r->c->uuid;
+    c->how = via->how;
+    c->token = via->token;
+    uint16_t p2p, bench;
+    if (via->how == CCOIP_SS_REVERSED) ccoip_mreach_dial_for(d->c, r->c, &c->addr, &p2p, &c->ss_port, &bench);
+}
+
+/* Receiver r can dial k's shared-state listener: k is reachable, or of r's site. */
+static bool dialable(const member_t *r, const member_t *k) {
+    return k->c->reachable || ccoip_mreach_same_site(r->c, k->c);
+}
+
+/* How receiver r's fetch connection to holder k is made: r dials k; else k dials r (r can be
+ * dialled: reachable, and not of k's site, or r could dial k); else both dial the relay, when
+ * the master has one; else r dials anyway (and fails: docs/nat.md). */
+static uint8_t how_to_reach(const ccoip_master_state_t *st, const member_t *r, const member_t *k) {
+    if (dialable(r, k)) return CCOIP_SS_DIRECT;
+    if (r->c->reachable) return CCOIP_SS_REVERSED;
+    return st->opt.relay.port != 0 ? CCOIP_SS_RELAYED : CCOIP_SS_DIRECT;
 }
 
 /* The index of holder k in receiver r's sources, added when new; -1 when the table is full. */
-static int source_index(member_t *r, const member_t *k) {
+static int source_index(ccoip_master_state_t *st, member_t *r, const member_t *k) {
     for (uint32_t i = 0; i < r->nsources; i++)
         if (memcmp(r->sources[i].uuid.b, k->c->uuid.b, 16) == 0) return (int) i;
     if (r->nsources == CCOIP_SS_MAX_DISTRIBUTORS) return -1;
@@ -236,12 +257,10 @@ static int source_index(member_t *r, const member_t *k) {
     uint16_t p2p, bench;
     s->uuid = k->c->uuid;
     ccoip_mreach_dial_for(r->c, k->c, &s->addr, &p2p, &s->ss_port, &bench); /* its site's address, or the public one */
+    s->how = how_to_reach(st, r, k);
+    memset(&s->token, 0, sizeof s->token);
+    if (s->how == CCOIP_SS_RELAYED && st->make_uuid != NULL) st->make_uuid(st->ctx, &s->token);
     return (int) r->nsources++;
-}
-
-/* Receiver r can dial k's shared-state listener: k is reachable, or of r's site. */
-static bool dialable(const member_t *r, const member_t *k) {
-    return k->c->reachable || ccoip_mreach_same_site(r->c, k->c);
 }
 
 static bool may_serve(const member_t *k, uint32_t t, const ccoip_ss_tensor_t *want) {
@@ -252,17 +271,19 @@ static bool may_serve(const member_t *k, uint32_t t, const ccoip_ss_tensor_t *wa
  * of them, taken in the order after i (so that receivers start on different distributors), each
  * serving it an equal share in the load count; those i can dial first. A full sources table keeps
  * to the holders in it. */
-static void assign_sources(member_t *m, size_t n, size_t i, uint32_t t, const ccoip_ss_tensor_t *want) {
+static void assign_sources(ccoip_master_state_t *st, member_t *m, size_t n, size_t i, uint32_t t,
+                           const ccoip_ss_tensor_t *want) {
     ccoip_ss_fetch_t *f = &m[i].fetch[m[i].nfetch];
     f->src = &m[i].src[(size_t) m[i].nfetch * CCOIP_SS_MAX_SOURCES];
     f->nsrc = 0;
     size_t who[CCOIP_SS_MAX_SOURCES];
-    /* First the holders i can dial; the others only when none of those holds it (docs/nat.md). */
+    /* First the holders i can dial; the others (they dial i, or both the relay) only when none of
+     * those holds it (docs/nat.md). */
     for (int pass = 0; pass < 2 && f->nsrc == 0; pass++)
         for (size_t step = 1; step <= n && f->nsrc < CCOIP_SS_MAX_SOURCES; step++) {
             size_t k = (i + step) % n;
             if (k == i || !may_serve(&m[k], t, want) || (pass == 0 && !dialable(&m[i], &m[k]))) continue;
-            int at = source_index(&m[i], &m[k]);
+            int at = source_index(st, &m[i], &m[k]);
             if (at < 0) continue;
             who[f->nsrc] = k;
             f->src[f->nsrc++].index = (uint16_t) at;
@@ -276,7 +297,7 @@ static void assign_sources(member_t *m, size_t n, size_t i, uint32_t t, const cc
     }
     for (uint32_t j = 0; j < f->nsrc; j++) {
         m[who[j]].load += tensor_bytes(want) / f->nsrc + (j == 0 ? tensor_bytes(want) % f->nsrc : 0);
-        add_serve(&m[who[j]], m[i].c);
+        add_serve(&m[who[j]], &m[i], &m[i].sources[f->src[j].index]);
     }
     f->name = want->name;
     f->hash_kind = want->hash_kind;
@@ -286,7 +307,7 @@ static void assign_sources(member_t *m, size_t n, size_t i, uint32_t t, const cc
 
 /* The election proper, after revisions and layouts: per tensor the most common content among
  * the candidates; SEND_ONLY peers without it are kicked; receivers are spread over holders. */
-static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
+static void elect_tensors(ccoip_master_state_t *st, member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
     uint32_t nt = ref->count;
     /* Pass 1: the elected holder of each tensor (index of a candidate holding the content). */
     size_t *winner = calloc(nt + 1, sizeof *winner);
@@ -323,7 +344,7 @@ static void elect_tensors(member_t *m, size_t n, const ccoip_ss_sync_t *ref) {
         for (uint32_t t = 0; t < nt; t++) {
             if (winner[t] == n) continue;
             const ccoip_ss_tensor_t *want = &m[winner[t]].s->req.tensors[t];
-            if (!same_hash(&m[i].s->req.tensors[t], want)) assign_sources(m, n, i, t, want);
+            if (!same_hash(&m[i].s->req.tensors[t], want)) assign_sources(st, m, n, i, t, want);
         }
     }
     free(winner);
@@ -393,7 +414,7 @@ static uint64_t decide(ccoip_master_state_t *st, uint32_t group, member_t *m, si
         LOG_WARN(MOD, "shared state of group %u: no peer can offer content (every peer is receive-only, behind, "
                       "or failed the checks)", group);
     } else if (ref != NULL) {
-        elect_tensors(m, n, ref);
+        elect_tensors(st, m, n, ref);
     }
     uint64_t moved = 0, transfers = 0;
     for (size_t i = 0; i < n; i++) {
@@ -426,6 +447,8 @@ static void answer(ccoip_master_state_t *st, member_t *m, size_t n, uint64_t ele
             r->serve = x->serve;
             r->nsources = x->nsources;
             r->sources = x->sources;
+            r->relay_addr = st->opt.relay.inet; /* for RELAYED fetches (port 0: no relay) */
+            r->relay_port = st->opt.relay.port;
         }
         send_to(st, x->c, &p);
         x->s->phase = SS_ANSWERED;

@@ -241,10 +241,12 @@ bool ccoip_conn_accept_hello(int fd, const ccoip_hello_t *h, const ccoip_auth_ke
     return ok;
 }
 
-/* A listener of `role` also takes connections dialled back to it (docs/nat.md): the benchmark
- * listener a receiver's dial to its sender. */
+/* A listener of `role` also takes connections dialled back to it (docs/nat.md): the shared-state
+ * listener a distributor's dial to its receiver, the benchmark listener a receiver's dial to its
+ * sender. */
 static bool also_takes(uint8_t role, uint8_t theirs) {
-    return role == CCOIP_ROLE_BENCHMARK && theirs == CCOIP_ROLE_BENCH_REVERSED;
+    return (role == CCOIP_ROLE_SHARED_STATE && theirs == CCOIP_ROLE_SS_REVERSED) ||
+           (role == CCOIP_ROLE_BENCHMARK && theirs == CCOIP_ROLE_BENCH_REVERSED);
 }
 
 bool ccoip_conn_read_hello(int fd, uint8_t role, const ccoip_auth_key_t *key, bool encrypt, int64_t deadline_ms,

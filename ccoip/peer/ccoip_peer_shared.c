@@ -21,6 +21,8 @@
 #include "ccoip/net/ccoip_socket.h"
 #include "cuda/cuda_table.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_mailbox.h"
+#include "hash/hash.h"
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "log/log.h"
 #include "threadpark/threadpark.h"
@@ -40,6 +42,8 @@ typedef struct worker_t {
     char who[80];
     pcclComm_t *comm;
     ccoip_session_t sess; /* encrypted: the tensors go sealed */
+    hash_xxh3_stream_t *hs; /* device ranges' hashes, as they are staged */
+    bool corrupt;           /* the test hook PCCL_TEST_SS_CORRUPT, until it fired */
 } worker_t;
 
 struct ccoip_peer_ss_t {
@@ -48,6 +52,7 @@ struct ccoip_peer_ss_t {
     int64_t stall_ms; /* PCCL_SS_TIMEOUT_MS: no progress for this long fails a transfer */
     pthread_mutex_t lock; /* guards everything below */
     bool serving;
+    bool corrupt; /* PCCL_TEST_SS_CORRUPT, read at each sync: a test hook */
     const ccoip_ss_slot_t *slots;
     size_t nslots;
     ccoip_uuid_t allowed[CCOIP_MAX_PEER_ENTRIES];
@@ -57,6 +62,7 @@ struct ccoip_peer_ss_t {
     int nworkers;
     _Atomic uint64_t tx;
     ccoip_ss_resume_t *resume; /* the API thread's only */
+    ccoip_ss_mailbox_t *mailbox; /* distributors that dial us (ccoip_ss_mailbox.h) */
 };
 
 uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : comm->ss->listener.port; }
@@ -64,6 +70,14 @@ uint16_t ccoip_ss_port(const pcclComm_t *comm) { return comm->ss == NULL ? 0 : c
 int64_t ccoip_ss_stall_ms(const pcclComm_t *comm) { return comm->ss->stall_ms; }
 
 ccoip_ss_resume_t **ccoip_ss_resume_of(pcclComm_t *comm) { return &comm->ss->resume; }
+
+ccoip_ss_mailbox_t *ccoip_ss_mailbox_of(pcclComm_t *comm) { return comm->ss->mailbox; }
+
+void ccoip_ss_serve_close(pcclComm_t *comm) {
+    pthread_mutex_lock(&comm->ss->lock);
+    comm->ss->serving = false;
+    pthread_mutex_unlock(&comm->ss->lock);
+}
 
 static int by_slot_name(const void *key, const void *elem) {
     return strcmp((const char *) key, ((const ccoip_ss_slot_t *) elem)->name);
@@ -114,11 +128,23 @@ static void xfer_step(xfer_t *x, uint64_t n) {
 
 /* ---- serving ---- */
 
-static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint8_t **stage, xfer_t *x) {
+/* The test hook PCCL_TEST_SS_CORRUPT (docs/environment.md): flips the lowest bit of the first byte
+ * of the first range this connection sends, after its hash was taken, as a fault on the way
+ * would. */
+static void corrupt_once(worker_t *w, const ccoip_ss_piece_t *pc, uint8_t *byte) {
+    *byte ^= 1;
+    w->corrupt = false;
+    LOG_WARN(MOD, "shared state: test hook PCCL_TEST_SS_CORRUPT: flipping a bit of byte %llu of tensor \"%s\" sent to %s",
+             (unsigned long long) pc->off, pc->slot->name, w->who);
+}
+
+static ccoip_status_t send_device(worker_t *w, ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint8_t **stage,
+                                  xfer_t *x) {
     const cuda_table_t *cu = cuda_table();
     if (cu == NULL) return CCOIP_ERR_INVALID;
     if (*stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
     size_t step = x->rate > 0 ? CHUNK / 8 : CHUNK;
+    hash_xxh3_stream_reset(w->hs);
     for (uint64_t off = 0; off < pc->len;) {
         size_t n = pc->len - off < step ? (size_t) (pc->len - off) : step;
         cuda_status_t cs = cu->memcpy_d2h(*stage, (const uint8_t *) pc->slot->data + pc->off + off, n, NULL);
@@ -127,15 +153,19 @@ static ccoip_status_t send_device(ccoip_sealed_t *out, const ccoip_ss_piece_t *p
                       cu->status_string(cs));
             return CCOIP_ERR_IO;
         }
+        hash_xxh3_stream_update(w->hs, *stage, n);
+        if (w->corrupt && off == 0) corrupt_once(w, pc, *stage);
         ccoip_status_t st = ccoip_sealed_write(out, *stage, n);
         if (st != CCOIP_OK) return st;
         off += n;
         xfer_step(x, n);
     }
-    return CCOIP_OK;
+    uint8_t tr[CCOIP_SS_TRAILER];
+    ccoip_ss_put_hash(tr, hash_xxh3_stream_digest(w->hs));
+    return ccoip_sealed_write(out, tr, sizeof tr);
 }
 
-/* Sends what is batched in iov and counts it. */
+/* Sends what is batched in iov and counts its tensor bytes (trailers are not counted). */
 static ccoip_status_t send_batch(ccoip_sealed_t *out, ccoip_iov_t *iov, int *niov, size_t *batch, xfer_t *x,
                                  _Atomic uint64_t *tx) {
     ccoip_status_t st = *niov > 0 ? ccoip_sealed_writev(out, iov, *niov) : CCOIP_OK;
@@ -148,33 +178,68 @@ static ccoip_status_t send_batch(ccoip_sealed_t *out, ccoip_iov_t *iov, int *nio
     return st;
 }
 
-/* Sends the ranges in order: host memory in writev batches of up to CHUNK bytes (small ranges
- * share a call), device memory staged. */
-static ccoip_status_t send_ranges(ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint32_t n, xfer_t *x,
-                                  _Atomic uint64_t *tx, uint8_t **stage) {
-    enum { MAX_IOV = 64 };
-    ccoip_iov_t iov[MAX_IOV];
-    int niov = 0;
-    size_t batch = 0, cap = x->rate > 0 ? CHUNK / 8 : CHUNK;
+/* The gathered sends of one request's host ranges. */
+#define GATHER_MAX 64
+
+typedef struct gather_t {
+    ccoip_iov_t iov[GATHER_MAX];
+    int n;
+    size_t batch, cap;
+    uint8_t flipped; /* the test hook's byte */
+} gather_t;
+
+static ccoip_status_t gather(gather_t *g, void *base, size_t len, bool counts, ccoip_sealed_t *out, xfer_t *x,
+                             _Atomic uint64_t *tx) {
+    g->iov[g->n].base = base;
+    g->iov[g->n++].len = len;
+    if (counts) g->batch += len;
+    return g->batch >= g->cap || g->n == GATHER_MAX ? send_batch(out, g->iov, &g->n, &g->batch, x, tx) : CCOIP_OK;
+}
+
+/* One host range: its bytes straight from the tensor in pieces of up to the batch size, then
+ * its hash (trailer: the caller's, alive until the request is flushed). */
+static ccoip_status_t send_host(worker_t *w, gather_t *g, const ccoip_ss_piece_t *pc, uint8_t *trailer,
+                                ccoip_sealed_t *out, xfer_t *x) {
+    uint8_t *mem = (uint8_t *) pc->slot->data + pc->off;
+    ccoip_ss_put_hash(trailer, hash_xxh3(mem, (size_t) pc->len));
+    ccoip_status_t st = CCOIP_OK;
+    uint64_t off = 0;
+    if (w->corrupt && pc->len > 0) {
+        g->flipped = mem[0];
+        corrupt_once(w, pc, &g->flipped);
+        st = gather(g, &g->flipped, 1, true, out, x, &w->comm->ss->tx);
+        off = 1;
+    }
+    while (off < pc->len && st == CCOIP_OK) {
+        size_t take = pc->len - off < g->cap - g->batch ? (size_t) (pc->len - off) : g->cap - g->batch;
+        st = gather(g, mem + off, take, true, out, x, &w->comm->ss->tx);
+        off += take;
+    }
+    return st == CCOIP_OK ? gather(g, trailer, CCOIP_SS_TRAILER, false, out, x, &w->comm->ss->tx) : st;
+}
+
+/* Sends the ranges in order, each followed by its hash: host memory in writev batches of up to
+ * CHUNK bytes (small ranges share a call), device memory staged. */
+static ccoip_status_t send_ranges(worker_t *w, ccoip_sealed_t *out, const ccoip_ss_piece_t *pc, uint32_t n,
+                                  xfer_t *x, uint8_t **stage) {
+    _Atomic uint64_t *tx = &w->comm->ss->tx;
+    uint8_t trailers[CCOIP_SS_MAX_RANGES][CCOIP_SS_TRAILER];
+    gather_t g;
+    g.n = 0;
+    g.batch = 0;
+    g.cap = x->rate > 0 ? CHUNK / 8 : CHUNK;
     ccoip_status_t st = CCOIP_OK;
     for (uint32_t i = 0; i < n && st == CCOIP_OK; i++) {
-        if (pc[i].slot->device) {
-            st = send_batch(out, iov, &niov, &batch, x, tx);
-            uint64_t before = x->done;
-            if (st == CCOIP_OK) st = send_device(out, &pc[i], stage, x);
-            atomic_fetch_add(tx, x->done - before);
+        if (!pc[i].slot->device) {
+            st = send_host(w, &g, &pc[i], trailers[i], out, x);
             continue;
         }
-        for (uint64_t off = 0; off < pc[i].len && st == CCOIP_OK;) {
-            size_t take = pc[i].len - off < cap - batch ? (size_t) (pc[i].len - off) : cap - batch;
-            iov[niov].base = (uint8_t *) pc[i].slot->data + pc[i].off + off;
-            iov[niov++].len = take;
-            batch += take;
-            off += take;
-            if (batch == cap || niov == MAX_IOV) st = send_batch(out, iov, &niov, &batch, x, tx);
-        }
+        st = send_batch(out, g.iov, &g.n, &g.batch, x, tx);
+        uint64_t before = x->done;
+        if (st == CCOIP_OK) st = send_device(w, out, &pc[i], stage, x);
+        atomic_fetch_add(tx, x->done - before);
     }
-    if (st == CCOIP_OK) st = send_batch(out, iov, &niov, &batch, x, tx);
+    if (st == CCOIP_OK) st = send_batch(out, g.iov, &g.n, &g.batch, x, tx);
     if (st == CCOIP_OK) st = ccoip_sealed_flush(out);
     return st;
 }
@@ -236,7 +301,7 @@ static bool serve_request(worker_t *w, ccoip_sealed_t *out, const ccoip_ss_reque
     uint64_t before = x->done;
     x->total += total;
     ccoip_status_t st = send_header(w->fd, status, items, rq->count);
-    if (st == CCOIP_OK) st = send_ranges(out, pc, rq->count, x, &w->comm->ss->tx, stage);
+    if (st == CCOIP_OK) st = send_ranges(w, out, pc, rq->count, x, stage);
     if (st != CCOIP_OK)
         LOG_WARN(MOD, "shared state: sending to %s failed after %llu of %llu bytes: %s", w->who,
                  (unsigned long long) (x->done - before), (unsigned long long) total, ccoip_status_str(st));
@@ -250,8 +315,10 @@ static void *worker_main(void *arg) {
     ccoip_os_name_thread("pccl-ss-serve");
     ccoip_peer_ss_t *ss = w->comm->ss;
     ccoip_sealed_t out;
-    if (!ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL, w->sess.cipher)) {
+    if ((w->hs = hash_xxh3_stream_new()) == NULL ||
+        !ccoip_sealed_init(&out, w->fd, w->sess.encrypt ? w->sess.send : NULL, w->sess.cipher)) {
         LOG_ERROR(MOD, "shared state: out of memory serving %s", w->who);
+        hash_xxh3_stream_free(w->hs);
         return NULL;
     }
     xfer_t x;
@@ -278,11 +345,57 @@ static void *worker_main(void *arg) {
     }
     free(stage);
     ccoip_sealed_free(&out);
+    hash_xxh3_stream_free(w->hs);
     return NULL;
 }
 
-static void handle_incoming(void *ctx, int fd, const char *who) {
-    pcclComm_t *comm = ctx;
+/* A serving thread for connection fd of receiver uuid (handshake done), unless serving ended or
+ * we are full; NULL: refused (refusal says why; *status the HELLO status a caller may answer). */
+static worker_t *add_worker(pcclComm_t *comm, int fd, const ccoip_uuid_t *uuid, const ccoip_session_t *sess,
+                            const char *who, bool known, const char **refusal, uint8_t *status) {
+    ccoip_peer_ss_t *ss = comm->ss;
+    worker_t *w = NULL;
+    pthread_mutex_lock(&ss->lock);
+    if (!known) *refusal = "peer not announced by the master", *status = CCOIP_HELLO_UNKNOWN_PEER;
+    else if (!ss->serving) *refusal = "serving ended", *status = CCOIP_HELLO_BUSY;
+    else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) *refusal = "too many requests", *status = CCOIP_HELLO_BUSY;
+    if (w != NULL) {
+        w->fd = fd;
+        w->uuid = *uuid;
+        w->comm = comm;
+        w->sess = *sess;
+        w->corrupt = ss->corrupt;
+        snprintf(w->who, sizeof w->who, "%s", who);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            *refusal = "cannot start a serving thread";
+            free(w);
+            w = NULL;
+        } else {
+            ss->workers[ss->nworkers++] = w;
+        }
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return w;
+}
+
+bool ccoip_ss_serve_fd(pcclComm_t *comm, int fd, const ccoip_uuid_t *uuid, const ccoip_session_t *sess,
+                       const char *who) {
+    const char *refusal = NULL;
+    uint8_t status = CCOIP_HELLO_OK;
+    if (add_worker(comm, fd, uuid, sess, who, true, &refusal, &status) != NULL) return true;
+    LOG_WARN(MOD, "shared state: not serving %s: %s", who, refusal);
+    ccoip_sock_close(fd);
+    return false;
+}
+
+bool ccoip_ss_serving(pcclComm_t *comm) {
+    pthread_mutex_lock(&comm->ss->lock);
+    bool on = comm->ss->serving;
+    pthread_mutex_unlock(&comm->ss->lock);
+    return on;
+}
+
+void ccoip_ss_take_incoming(pcclComm_t *comm, int fd, const char *who) {
     ccoip_peer_ss_t *ss = comm->ss;
     ccoip_hello_t hello;
     char why[96];
@@ -293,10 +406,11 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
+    if (hello.role == CCOIP_ROLE_SS_REVERSED) { /* a distributor dialling us back (ccoip_ss_dial.h) */
+        ccoip_ss_mailbox_arrived(ss->mailbox, comm, fd, &hello, who, deadline);
+        return;
+    }
     const ccoip_uuid_t uuid = hello.uuid;
-    const char *refusal = NULL;
-    uint8_t status = CCOIP_HELLO_OK;
-    worker_t *w = NULL;
     pthread_mutex_lock(&ss->lock);
     bool in_sync = ss->serving, known = false;
     for (uint32_t i = 0; ss->serving && i < ss->nallowed; i++) known |= memcmp(ss->allowed[i].b, uuid.b, 16) == 0;
@@ -325,31 +439,16 @@ static void handle_incoming(void *ctx, int fd, const char *who) {
         ccoip_sock_close(fd);
         return;
     }
-    pthread_mutex_lock(&ss->lock);
-    if (!known) refusal = "peer not announced by the master", status = CCOIP_HELLO_UNKNOWN_PEER;
-    else if (!ss->serving) refusal = "serving ended", status = CCOIP_HELLO_BUSY;
-    else if (ss->nworkers == MAX_WORKERS || (w = calloc(1, sizeof *w)) == NULL) refusal = "too many requests", status = CCOIP_HELLO_BUSY;
-    if (w != NULL) {
-        w->fd = fd;
-        w->uuid = uuid;
-        w->comm = comm;
-        w->sess = sess;
-        snprintf(w->who, sizeof w->who, "%s", who);
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            refusal = "cannot start a serving thread";
-            free(w);
-            w = NULL;
-        } else {
-            ss->workers[ss->nworkers++] = w;
-        }
-    }
-    pthread_mutex_unlock(&ss->lock);
-    if (w != NULL) return;
+    const char *refusal = NULL;
+    uint8_t status = CCOIP_HELLO_OK;
+    if (add_worker(comm, fd, &uuid, &sess, who, known, &refusal, &status) != NULL) return;
     if (status == CCOIP_HELLO_UNKNOWN_PEER) ccoip_conn_answer_hello(fd, status, NULL); /* after OK: just close */
     if (status == CCOIP_HELLO_UNKNOWN_PEER) LOG_DEBUG(MOD, "refused shared-state connection from %s: %s", who, refusal);
     else LOG_WARN(MOD, "refused shared-state connection from %s: %s", who, refusal);
     ccoip_sock_close(fd);
 }
+
+static void handle_incoming(void *ctx, int fd, const char *who) { ccoip_ss_take_incoming(ctx, fd, who); }
 
 pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ccoip_peer_ss_t *ss = calloc(1, sizeof *ss);
@@ -359,6 +458,7 @@ pcclResult_t ccoip_ss_start(pcclComm_t *comm) {
     ss->stall_ms = ccoip_env_num("PCCL_SS_TIMEOUT_MS", 30000);
     pthread_mutex_init(&ss->lock, NULL);
     comm->ss = ss;
+    if ((ss->mailbox = ccoip_ss_mailbox_new()) == NULL) return pcclInternalError;
     /* Right above the p2p listener: the same bump allocation (PCCL_P2P_FIRST_PORT and up). */
     uint16_t first = comm->p2p.listener.port < 65535 ? (uint16_t) (comm->p2p.listener.port + 1) : 48150;
     return ccoip_listener_start(&ss->listener, comm->params.master_address.inet.protocol, first, PORT_TRIES,
@@ -373,6 +473,7 @@ void ccoip_ss_stop(pcclComm_t *comm) {
     ccoip_listener_stop(&ss->listener);
     ccoip_ss_serve_end(comm);
     ccoip_ss_resume_free(ss->resume);
+    ccoip_ss_mailbox_free(ss->mailbox);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
     comm->ss = NULL;
@@ -381,8 +482,10 @@ void ccoip_ss_stop(pcclComm_t *comm) {
 void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t n) {
     ccoip_peer_ss_t *ss = comm->ss;
     int64_t rate = ccoip_env_num("PCCL_SS_MAX_SEND_MBPS", 0) * 1000000; /* read at each sync */
+    bool corrupt = ccoip_env_num("PCCL_TEST_SS_CORRUPT", 0) > 0;
     pthread_mutex_lock(&ss->lock);
     ss->rate = rate;
+    ss->corrupt = corrupt;
     ss->serving = true;
     ss->slots = slots;
     ss->nslots = n;
@@ -391,12 +494,12 @@ void ccoip_ss_serve_begin(pcclComm_t *comm, const ccoip_ss_slot_t *slots, size_t
     pthread_mutex_unlock(&ss->lock);
 }
 
-void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_client_t *clients, uint32_t n) {
+void ccoip_ss_serve_allow(pcclComm_t *comm, const ccoip_ss_result_t *r) {
     ccoip_peer_ss_t *ss = comm->ss;
     pthread_mutex_lock(&ss->lock);
-    for (uint32_t i = 0; i < n && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) {
+    for (uint32_t i = 0; i < r->nserve && ss->nallowed < CCOIP_MAX_PEER_ENTRIES; i++) {
         ss->served[ss->nallowed] = false;
-        ss->allowed[ss->nallowed++] = clients[i].uuid;
+        ss->allowed[ss->nallowed++] = r->serve[i].uuid;
     }
     pthread_mutex_unlock(&ss->lock);
 }

@@ -23,8 +23,11 @@
 #include "ccoip/peer/ccoip_env.h"
 #include "ccoip/peer/ccoip_peer_int.h"
 #include "ccoip/peer/ccoip_prof.h"
+#include "ccoip/peer/ccoip_ss_dial.h"
+#include "ccoip/peer/ccoip_ss_mailbox.h"
 #include "ccoip/peer/ccoip_ss_resume.h"
 #include "cuda/cuda_table.h"
+#include "hash/hash.h"
 #include "log/log.h"
 #include "threadpark/monocond.h"
 
@@ -54,6 +57,7 @@ typedef struct unit_t {
     int8_t thief;      /* the source fetching it again into a buffer of its own, -1: none */
     uint32_t fetch;    /* the RESULT's fetch of its first piece */
     int64_t since;     /* ms: when its owner took it */
+    uint64_t xxh;      /* split and done: its bytes' hash, as its distributor sent and we checked it */
 } unit_t;
 
 struct plan_t;
@@ -67,6 +71,8 @@ typedef struct source_t {
     char name[80];
     _Atomic uint64_t rx; /* bytes received from it */
     int64_t t0, last_log;
+    hash_xxh3_stream_t *hs; /* the range being received */
+    uint64_t last_hash;     /* the first range of its last unit, checked against its trailer */
     int fd;    /* under the plan's lock: -1 before the connection and after its close */
     bool busy; /* under the plan's lock: a unit in flight */
 } source_t;
@@ -122,7 +128,7 @@ static void add_piece(plan_t *pl, uint32_t f, const ccoip_ss_slot_t *s, uint64_t
     if (join) {
         pl->units[pl->nunits - 1].n++;
     } else {
-        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_OPEN, s->bytes >= pl->range, true, -1, -1, f, 0};
+        pl->units[pl->nunits++] = (unit_t){pl->npieces, 1, mask, U_OPEN, s->bytes >= pl->range, true, -1, -1, f, 0, 0};
     }
     pl->units[pl->nunits - 1].host &= !s->device;
     pl->npieces++;
@@ -311,7 +317,7 @@ static void finish_unit(plan_t *pl, source_t *s, int64_t u, bool ok, bool stolen
     unit_t *x = u >= 0 ? &pl->units[u] : NULL;
     if (x != NULL && stolen) x->thief = -1;
     if (x != NULL && !stolen) x->owner = -1;
-    if (x != NULL && ok && x->state != U_DONE) unit_done(pl, x);
+    if (x != NULL && ok && x->state != U_DONE) x->xxh = s->last_hash, unit_done(pl, x);
     if (x != NULL && !ok && x->state == U_BUSY && x->owner < 0 && x->thief < 0) x->state = U_OPEN;
     bool counts = ok || pl->ndone < pl->nunits; /* a copy cut after the end is no failure */
     if (!ok && counts) {
@@ -338,6 +344,7 @@ static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) 
         }
         LOG_INFO(MOD, "shared state: a range held up by %s came from %s first", held_by >= 0 ? pl->src[held_by].name : "?",
                  s->name);
+        x->xxh = s->last_hash;
         unit_done(pl, x);
     }
     x->thief = -1;
@@ -348,14 +355,58 @@ static void land_stolen(plan_t *pl, source_t *s, unit_t *x, const uint8_t *buf) 
 
 /* ---- one distributor ---- */
 
-static int connect_distributor(pcclComm_t *comm, const ccoip_ss_source_t *at, const char *name,
-                               ccoip_session_t *sess) {
-    ccoip_socket_address_t a = {at->addr, at->ss_port};
+/* Whether source s may still get a unit (the fetch is not over). */
+static bool still_needed(source_t *s) {
+    plan_t *pl = s->plan;
+    pthread_mutex_lock(&pl->lock);
+    bool yes = pl->res == pcclSuccess && pl->ndone < pl->nunits && (pl->alive >> s->idx & 1) != 0;
+    pthread_mutex_unlock(&pl->lock);
+    return yes;
+}
+
+/* A distributor we cannot dial dials us (ccoip_ss_dial.h): its connection, once our listener has
+ * it, while the fetch still needs it. */
+static int await_distributor(source_t *s, int64_t deadline, ccoip_session_t *sess) {
+    pcclComm_t *comm = s->plan->comm;
+    LOG_INFO(MOD, "shared state: distributor %s cannot be dialled: it dials us (reversed fetch connection)", s->name);
+    while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping) && still_needed(s)) {
+        int64_t until = ccoip_now_ms() + 100;
+        int fd = ccoip_ss_mailbox_await(ccoip_ss_mailbox_of(comm), comm, &s->at->uuid, until < deadline ? until : deadline,
+                                        sess);
+        if (fd >= 0) return fd;
+    }
+    if (still_needed(s)) LOG_ERROR(MOD, "shared state: distributor %s never dialled us", s->name);
+    return -1;
+}
+
+/* The TCP connection to source s: to its listener, or to the relay with the pair's token. */
+static int dial_source(source_t *s, int64_t left, ccoip_status_t *st) {
+    const ccoip_ss_source_t *at = s->at;
+    int ms = (int) (left < 1000 ? left : 1000);
+    if (at->how != CCOIP_SS_RELAYED) {
+        ccoip_socket_address_t a = {at->addr, at->ss_port};
+        return ccoip_sock_connect(&a, ms, st);
+    }
+    ccoip_socket_address_t relay = {s->plan->r->relay_addr, s->plan->r->relay_port};
+    if (relay.port == 0) {
+        *st = CCOIP_ERR_INVALID;
+        return -1;
+    }
+    return ccoip_conn_relay_dial(&relay, &at->token, ms, st);
+}
+
+static int connect_distributor(source_t *s, ccoip_session_t *sess) {
+    pcclComm_t *comm = s->plan->comm;
+    const char *name = s->name;
     int64_t deadline = ccoip_now_ms() + ccoip_env_num("PCCL_SS_CONNECT_TIMEOUT_MS", 10000);
+    if (s->at->how == CCOIP_SS_REVERSED) return await_distributor(s, deadline, sess);
+    if (s->at->how == CCOIP_SS_RELAYED)
+        LOG_INFO(MOD, "shared state: distributor %s and we cannot dial each other: through the relay (relayed fetch "
+                      "connection)", name);
     ccoip_status_t st = CCOIP_ERR_TIMEOUT;
     while (ccoip_now_ms() < deadline && !atomic_load(&comm->stopping)) {
         int64_t left = deadline - ccoip_now_ms();
-        int fd = ccoip_sock_connect(&a, (int) (left < 1000 ? left : 1000), &st);
+        int fd = dial_source(s, left, &st);
         if (fd < 0) {
             if (st == CCOIP_ERR_REFUSED) break; /* nobody listens: that peer is gone */
             continue;
@@ -368,8 +419,11 @@ static int connect_distributor(pcclComm_t *comm, const ccoip_ss_source_t *at, co
         if (st == CCOIP_OK) return fd;
         ccoip_sock_close(fd);
         /* UNKNOWN_PEER: it has not read its RESULT yet; BUSY: retry too. Anything else is final
-         * (NOT_SERVING: its sync ended, it will never serve this one). */
-        if (st != CCOIP_ERR_REFUSED || (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY)) break;
+         * (NOT_SERVING: its sync ended, it will never serve this one), and so is a relayed try
+         * (the distributor meets us at the relay once). */
+        if (s->at->how == CCOIP_SS_RELAYED || st != CCOIP_ERR_REFUSED ||
+            (ack.status != CCOIP_HELLO_UNKNOWN_PEER && ack.status != CCOIP_HELLO_BUSY))
+            break;
         ccoip_sleep_ms(10);
     }
     LOG_ERROR(MOD, "shared state: cannot reach distributor %s: %s", name, ccoip_status_str(st));
@@ -390,17 +444,19 @@ static void count_rx(source_t *s, uint64_t n) {
 }
 
 /* The bytes of one piece, straight into host memory (or `into`, a thief's buffer) or through the
- * staging buffer. */
-static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
+ * staging buffer, hashed as they arrive. */
+static ccoip_status_t recv_bytes(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
                                  uint8_t *into) {
     const cuda_table_t *cu = pc->slot->device ? cuda_table() : NULL;
     if (pc->slot->device && cu == NULL) return CCOIP_ERR_INVALID;
     if (pc->slot->device && *stage == NULL && (*stage = malloc(CHUNK)) == NULL) return CCOIP_ERR_NOMEM;
+    hash_xxh3_stream_reset(s->hs);
     for (uint64_t off = 0; off < pc->len;) {
         size_t k = pc->len - off < READ_STEP ? (size_t) (pc->len - off) : READ_STEP;
         uint8_t *dst = into != NULL ? into + off : (uint8_t *) pc->slot->data + pc->off + off;
         ccoip_status_t st = ccoip_sealed_read(in, cu != NULL ? *stage : dst, k, ccoip_now_ms() + s->plan->stall_ms);
         if (st != CCOIP_OK) return st;
+        hash_xxh3_stream_update(s->hs, cu != NULL ? *stage : dst, k);
         cuda_status_t cs = cu != NULL ? cu->memcpy_h2d(dst, *stage, k, NULL) : CUDA_OK;
         if (cs != CUDA_OK) {
             LOG_ERROR(MOD, "shared state: copying tensor \"%s\" to the GPU failed: %s", pc->slot->name, cu->status_string(cs));
@@ -410,6 +466,27 @@ static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss
         count_rx(s, k);
     }
     return CCOIP_OK;
+}
+
+/* One piece and the hash its distributor took of it: bytes that do not match it (corrupted on
+ * the way or in its memory after the election) drop the distributor, and the range goes to the
+ * others. *h: the hash, when it matched. */
+static ccoip_status_t recv_piece(source_t *s, ccoip_sealed_t *in, const ccoip_ss_piece_t *pc, uint8_t **stage,
+                                 uint8_t *into, uint64_t *h) {
+    ccoip_status_t st = recv_bytes(s, in, pc, stage, into);
+    uint8_t tr[CCOIP_SS_TRAILER];
+    if (st == CCOIP_OK) st = ccoip_sealed_read(in, tr, sizeof tr, ccoip_now_ms() + s->plan->stall_ms);
+    if (st != CCOIP_OK) return st;
+    uint64_t got = hash_xxh3_stream_digest(s->hs), sent = ccoip_ss_get_hash(tr);
+    if (got == sent) {
+        *h = got;
+        return CCOIP_OK;
+    }
+    LOG_ERROR(MOD, "shared state: bytes %llu+%llu of tensor \"%s\" from distributor %s do not match the hash it sent "
+                   "(%016llx, received %016llx): a bad source, dropped; the range comes from another",
+              (unsigned long long) pc->off, (unsigned long long) pc->len, pc->slot->name, s->name,
+              (unsigned long long) sent, (unsigned long long) got);
+    return CCOIP_ERR_INVALID;
 }
 
 /* The distributor's answer to our request: a header listing our ranges' tensors, in order, with
@@ -452,7 +529,9 @@ static ccoip_status_t fetch_unit(source_t *s, int fd, ccoip_sealed_t *in, const 
     st = check_header(&p, pc, u->n, s->name);
     ccoip_packet_free(&p);
     for (uint32_t i = 0; i < u->n && st == CCOIP_OK; i++) {
-        st = recv_piece(s, in, &pc[i], stage, into);
+        uint64_t h = 0;
+        st = recv_piece(s, in, &pc[i], stage, into, &h);
+        if (i == 0) s->last_hash = h;
         if (into != NULL) into += pc[i].len;
     }
     return st;
@@ -482,12 +561,14 @@ static void *source_main(void *arg) {
     s->t0 = s->last_log = ccoip_now_ms();
     ccoip_session_t sess;
     memset(&sess, 0, sizeof sess);
-    int fd = connect_distributor(pl->comm, s->at, s->name, &sess);
+    int fd = connect_distributor(s, &sess);
     ccoip_sealed_t in;
-    bool ok = fd >= 0 && ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
+    bool ok = fd >= 0 && (s->hs = hash_xxh3_stream_new()) != NULL &&
+              ccoip_sealed_init(&in, fd, sess.encrypt ? sess.recv : NULL, sess.cipher);
     if (!ok) {
         finish_unit(pl, s, -1, false, false);
         if (fd >= 0) ccoip_sock_close(fd);
+        hash_xxh3_stream_free(s->hs);
         return NULL;
     }
     pthread_mutex_lock(&pl->lock);
@@ -507,6 +588,7 @@ static void *source_main(void *arg) {
     pthread_mutex_unlock(&pl->lock);
     free(stage);
     free(buf);
+    hash_xxh3_stream_free(s->hs);
     ccoip_sealed_free(&in);
     ccoip_sock_close(fd);
     return NULL;
@@ -541,28 +623,26 @@ static void apply_resume(plan_t *pl) {
                       "fetched again", (unsigned) kept, (double) pl->kept / 1048576.0);
 }
 
-/* After a failure: remembers the ranges received of host tensors that did not arrive whole. */
+/* After a failure: remembers the ranges received whole of host tensors cut into ranges (also of
+ * those that arrived whole: one changed since is then fetched again range by range). */
 static void record_resume(plan_t *pl) {
-    bool *partial = calloc(pl->r->nfetch + 1, sizeof *partial);
-    if (partial == NULL) return;
-    for (uint32_t u = 0; u < pl->nunits; u++)
-        if (pl->units[u].split && pl->units[u].state != U_DONE) partial[pl->units[u].fetch] = true;
     ccoip_ss_resume_t **rec = ccoip_ss_resume_of(pl->comm);
     for (uint32_t u = 0; u < pl->nunits; u++) {
         const unit_t *x = &pl->units[u];
         const ccoip_ss_piece_t *pc = &pl->pieces[x->first];
-        if (!x->split || x->state != U_DONE || !partial[x->fetch] || pc->slot->device) continue;
+        if (!x->split || x->state != U_DONE || pc->slot->device) continue;
         ccoip_ss_span_t sp = span_of(pl, pc);
-        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp)) break;
+        if (!ccoip_ss_resume_add(rec, &pl->r->fetch[x->fetch], &sp, x->xxh)) break;
     }
     ccoip_ss_resume_seal(*rec);
-    free(partial);
 }
 
 /* ---- the call ---- */
 
 static void run_sources(plan_t *pl) {
     int64_t t0 = ccoip_now_ms();
+    for (uint32_t k = 0; k < pl->nsrc; k++) /* those that dial us: our listener keeps their connections */
+        if (pl->src[k].at->how == CCOIP_SS_REVERSED) ccoip_ss_mailbox_expect(ccoip_ss_mailbox_of(pl->comm), &pl->src[k].at->uuid);
     for (uint32_t k = 0; k < pl->nsrc; k++) {
         pl->src[k].started = pthread_create(&pl->src[k].thread, NULL, source_main, &pl->src[k]) == 0;
         if (!pl->src[k].started) {
@@ -572,6 +652,7 @@ static void run_sources(plan_t *pl) {
     }
     for (uint32_t k = 0; k < pl->nsrc; k++)
         if (pl->src[k].started) pthread_join(pl->src[k].thread, NULL);
+    ccoip_ss_mailbox_forget(ccoip_ss_mailbox_of(pl->comm));
     if (pl->total <= PROGRESS_BYTES) return;
     int64_t ms = ccoip_now_ms() - t0;
     LOG_INFO(MOD, "shared state: fetched %.1f MiB from %u distributors in %lld ms (%.0f MB/s)%s",

@@ -12,7 +12,7 @@ typedef struct entry_t {
     uint64_t elected; /* the elected content's hash */
     uint8_t kind;
     uint64_t bytes, range, off, len;
-    uint64_t xxh; /* of the range's bytes */
+    uint64_t xxh; /* of the range's bytes, as its distributor sent it */
 } entry_t;
 
 struct ccoip_ss_resume_t {
@@ -20,7 +20,7 @@ struct ccoip_ss_resume_t {
     size_t n, cap;
 };
 
-bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp) {
+bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const ccoip_ss_span_t *sp, uint64_t xxh) {
     if (*r == NULL && (*r = calloc(1, sizeof **r)) == NULL) return false;
     ccoip_ss_resume_t *x = *r;
     if (x->n == x->cap) {
@@ -32,8 +32,7 @@ bool ccoip_ss_resume_add(ccoip_ss_resume_t **r, const ccoip_ss_fetch_t *f, const
     }
     char *name = strdup(f->name);
     if (name == NULL) return false;
-    x->e[x->n++] = (entry_t){name, f->hash, f->hash_kind, sp->bytes, sp->range, sp->off, sp->len,
-                             hash_xxh3((const uint8_t *) sp->data + sp->off, (size_t) sp->len)};
+    x->e[x->n++] = (entry_t){name, f->hash, f->hash_kind, sp->bytes, sp->range, sp->off, sp->len, xxh};
     return true;
 }
 

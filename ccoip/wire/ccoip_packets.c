@@ -167,12 +167,15 @@ static const field_t ss_fetch_fields[] = {
     NAME(ccoip_ss_fetch_t, name, 1, CCOIP_MAX_SS_NAME), U8R(ccoip_ss_fetch_t, hash_kind, 0, 1),
     U64(ccoip_ss_fetch_t, hash), LIST(ccoip_ss_fetch_t, src, nsrc, CCOIP_SS_MAX_SOURCES, ss_src_layout)};
 static const field_t ss_source_fields[] = {UUID(ccoip_ss_source_t, uuid), ADDR(ccoip_ss_source_t, addr),
-                                           U16(ccoip_ss_source_t, ss_port)};
+                                           U16(ccoip_ss_source_t, ss_port), U8R(ccoip_ss_source_t, how, 0, 2),
+                                           UUID(ccoip_ss_source_t, token)};
 static const layout_t ss_source_layout = {0, "source", sizeof(ccoip_ss_source_t), ss_source_fields,
                                           N(ss_source_fields), 0};
 static const layout_t ss_fetch_layout = {0, "fetch", sizeof(ccoip_ss_fetch_t), ss_fetch_fields,
                                          N(ss_fetch_fields), 0};
-static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid)};
+static const field_t ss_client_fields[] = {UUID(ccoip_ss_client_t, uuid), U8R(ccoip_ss_client_t, how, 0, 2),
+                                           ADDR(ccoip_ss_client_t, addr), U16(ccoip_ss_client_t, ss_port),
+                                           UUID(ccoip_ss_client_t, token)};
 static const layout_t ss_client_layout = {0, "client", sizeof(ccoip_ss_client_t), ss_client_fields,
                                           N(ss_client_fields), 0};
 static const field_t ss_result_fields[] = {
@@ -180,7 +183,8 @@ static const field_t ss_result_fields[] = {
     NAME(ccoip_ss_result_t, detail, 0, CCOIP_MAX_SS_NAME),
     LIST(ccoip_ss_result_t, fetch, nfetch, CCOIP_MAX_SS_TENSORS, ss_fetch_layout),
     LIST(ccoip_ss_result_t, serve, nserve, CCOIP_MAX_PEER_ENTRIES, ss_client_layout),
-    LIST(ccoip_ss_result_t, sources, nsources, CCOIP_SS_MAX_DISTRIBUTORS, ss_source_layout)};
+    LIST(ccoip_ss_result_t, sources, nsources, CCOIP_SS_MAX_DISTRIBUTORS, ss_source_layout),
+    ADDR(ccoip_ss_result_t, relay_addr), U16(ccoip_ss_result_t, relay_port)};
 static const field_t ss_master_done_fields[] = {U8R(ccoip_ss_master_done_t, status, 0, 2)};
 static const field_t ss_range_fields[] = {NAME(ccoip_ss_range_t, name, 1, CCOIP_MAX_SS_NAME),
                                           U64(ccoip_ss_range_t, offset), U64(ccoip_ss_range_t, length)};

@@ -61,12 +61,19 @@
  *    told the master their punch ports: before JOIN, one C2M_PUNCH_MAP connection from each punch
  *    port, whose source port the master sees through the peer's NAT; P2P_INFO's entries
  *    carry those ports (punch_tx_port, punch_rx_port) and CCOIP_PEER_TX_PUNCHED / RX_PUNCHED,
- *    so the entries' flags take two bytes; a benchmark stream of pcclOptimizeTopology into a peer
- *    that cannot be dialled is dialled by that peer (CCOIP_BENCH_REVERSED, HELLO role
+ *    so the entries' flags take two bytes;
+ *    on a shared-state connection every range's bytes are followed by the XXH3-64 of those bytes
+ *    as the distributor read them (8 bytes, big-endian; no packet changes): the receiver drops a
+ *    distributor whose bytes do not match and fetches the range from another in the same call
+ *    (docs/shared-state.md); a receiver that cannot dial a distributor is dialled by it
+ *    (CCOIP_SS_REVERSED, HELLO role CCOIP_ROLE_SS_REVERSED) or meets it at the relay
+ *    (CCOIP_SS_RELAYED): RESULT's sources and serve entries say how, with the address to dial or
+ *    the pair's token, and RESULT names the relay; a benchmark stream of pcclOptimizeTopology
+ *    into a peer that cannot be dialled is dialled by that peer (CCOIP_BENCH_REVERSED, HELLO role
  *    CCOIP_ROLE_BENCH_REVERSED) or runs through the relay (CCOIP_BENCH_RELAYED): the request's
  *    targets and senders say how, with the address or the pair's token, and name the relay; and
  *    on an encrypted run every control packet after the handshake is a sealed record
- *    (ccoip_chan.h) (docs/nat.md, docs/security.md) */
+ *    (ccoip_chan.h) (docs/nat.md, docs/shared-state.md, docs/security.md) */
 #define CCOIP_PROTOCOL_VERSION 12u
 /* Payload cap before the handshake: a stranger cannot make anyone allocate more than this. */
 #define CCOIP_MAX_HANDSHAKE_PAYLOAD 256u
@@ -124,6 +131,9 @@ typedef enum ccoip_role_t {
     CCOIP_ROLE_P2P = 2,
     CCOIP_ROLE_SHARED_STATE = 3,
     CCOIP_ROLE_BENCHMARK = 4,
+    /* version 12: a distributor dialling a receiver's shared-state listener (CCOIP_SS_REVERSED):
+     * the receiver then asks for ranges over it as over a connection it dialled itself */
+    CCOIP_ROLE_SS_REVERSED = 5,
     /* version 12: a benchmark receiver dialling its sender (CCOIP_BENCH_REVERSED), which then
      * streams to it over that connection */
     CCOIP_ROLE_BENCH_REVERSED = 6
@@ -458,11 +468,19 @@ typedef struct ccoip_ss_done_t {
 #define CCOIP_SS_MAX_DISTRIBUTORS 64u /* distributors named in one RESULT */
 #define CCOIP_SS_MAX_RANGES 256u      /* byte ranges in one SS_REQUEST */
 
+/* How a fetch connection is made (version 12; docs/nat.md): the receiver dials the distributor's
+ * shared-state listener; the distributor dials the receiver's (the receiver cannot dial it, but
+ * it can dial the receiver); or both dial the relay of the RESULT with the pair's token (neither
+ * can dial the other) and the receiver handshakes through it as when it dials. */
+enum { CCOIP_SS_DIRECT = 0, CCOIP_SS_REVERSED = 1, CCOIP_SS_RELAYED = 2 };
+
 /* A distributor of this sync: the peer and its shared-state listener. */
 typedef struct ccoip_ss_source_t {
     ccoip_uuid_t uuid;
     ccoip_inet_address_t addr;
     uint16_t ss_port;
+    uint8_t how;        /* CCOIP_SS_DIRECT / REVERSED / RELAYED */
+    ccoip_uuid_t token; /* RELAYED: the pair's token at the relay, else zeros */
 } ccoip_ss_source_t;
 
 /* An index into the RESULT's sources (the receiver checks it is in range). */
@@ -480,9 +498,14 @@ typedef struct ccoip_ss_fetch_t {
     ccoip_ss_src_t *src;
 } ccoip_ss_fetch_t;
 
-/* A peer allowed to connect to our shared-state listener for this sync. */
+/* A peer allowed to connect to our shared-state listener for this sync; REVERSED: we dial it at
+ * addr:ss_port, RELAYED: we dial the relay with token (version 12). */
 typedef struct ccoip_ss_client_t {
     ccoip_uuid_t uuid;
+    uint8_t how;
+    ccoip_inet_address_t addr;
+    uint16_t ss_port;
+    ccoip_uuid_t token;
 } ccoip_ss_client_t;
 
 typedef struct ccoip_ss_result_t {
@@ -496,6 +519,8 @@ typedef struct ccoip_ss_result_t {
     ccoip_ss_client_t *serve;
     uint32_t nsources;
     ccoip_ss_source_t *sources; /* the distributors the fetches name, by index */
+    ccoip_inet_address_t relay_addr; /* version 12: the relay of RELAYED fetches (port 0: none) */
+    uint16_t relay_port;
 } ccoip_ss_result_t;
 
 typedef struct ccoip_ss_master_done_t {

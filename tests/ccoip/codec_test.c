@@ -249,13 +249,17 @@ static void test_malformed(void) {
     CHECK(decode_bytes(CCOIP_PKT_C2M_JOIN, b, 23) == CCOIP_ERR_INVALID);
     memset(b, 0, sizeof b);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, NULL, 0) == CCOIP_ERR_TRUNCATED);
-    /* HELLO: role 0 and 7 are out of range (6, BENCH_REVERSED, is the last: version 12); trailing
-     * bytes are allowed (later versions). */
+    /* HELLO: role 0 and 7 are out of range (5 SS_REVERSED and 6 BENCH_REVERSED: version 12);
+     * trailing bytes are allowed (later versions). */
     uint8_t hello[24] = {0x43, 0x43, 0x4f, 0x50, 0, 1, 2};
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_OK);
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 24) == CCOIP_OK);
     hello[6] = 0;
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
+    hello[6] = 5; /* SS_REVERSED (version 12) */
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_OK);
+    hello[6] = 6; /* BENCH_REVERSED (version 12) */
+    CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_OK);
     hello[6] = 7;
     CHECK(decode_bytes(CCOIP_PKT_HELLO, hello, 23) == CCOIP_ERR_INVALID);
     /* HELLO_ACK status over range (8, NOT_SERVING, is the last). */

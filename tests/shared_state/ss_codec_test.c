@@ -72,13 +72,29 @@ static void test_round_trips(void) {
     f[1].hash_kind = 1;
     f[1].nsrc = 1;
     f[1].src = second;
+    /* Version 12: how each fetch connection is made, with the address to dial back or the token
+     * at the relay, and the relay. */
+    so[1].how = CCOIP_SS_RELAYED;
+    memset(so[1].token.b, 0x5a, 16);
     ccoip_ss_client_t cl[2];
-    memset(cl, 7, sizeof cl);
+    memset(cl, 0, sizeof cl);
+    memset(cl[0].uuid.b, 7, 16);
+    cl[0].how = CCOIP_SS_REVERSED;
+    cl[0].addr.protocol = inetIPv4;
+    cl[0].addr.ipv4.data[0] = 10;
+    cl[0].ss_port = 48151;
+    memset(cl[1].uuid.b, 8, 16);
+    cl[1].how = CCOIP_SS_RELAYED;
+    memset(cl[1].token.b, 0xa5, 16);
+    ccoip_inet_address_t relay;
+    memset(&relay, 0, sizeof relay);
+    relay.protocol = inetIPv4;
+    relay.ipv4.data[3] = 2;
     memset(&p, 0, sizeof p);
     p.type = CCOIP_PKT_M2C_SHARED_STATE_RESULT;
-    p.u.ss_result = (ccoip_ss_result_t){0, 5, 0, "", 2, f, 2, cl, 2, so};
+    p.u.ss_result = (ccoip_ss_result_t){0, 5, 0, "", 2, f, 2, cl, 2, so, relay, 48146};
     round_trip(&p);
-    p.u.ss_result = (ccoip_ss_result_t){3, 5, 6, "t4", 0, NULL, 0, NULL, 0, NULL};
+    p.u.ss_result = (ccoip_ss_result_t){3, 5, 6, "t4", 0, NULL, 0, NULL, 0, NULL, relay, 0};
     round_trip(&p);
 
     memset(&p, 0, sizeof p);
@@ -148,10 +164,11 @@ static void test_malformed(void) {
     uint8_t nine[] = {0, Z16, 0, 0, /* status, revision, expected, detail */ 0, 0, 0, 1, /* fetches */
                       0, 1, 'w', 0, 0, 0, 0, 0, 0, 0, 0, 0, /* name, kind, hash */ 0, 0, 0, 9,
                       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 9 indexes */
-                      0, 0, 0, 0, /* serve */ 0, 0, 0, 0 /* sources */};
+                      0, 0, 0, 0, /* serve */ 0, 0, 0, 0, /* sources */ 4, 0, 0, 0, 0, 0, 0 /* relay */};
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine) == CCOIP_ERR_TOO_LARGE);
     nine[38] = 8; /* 8 indexes: 2 bytes are left over */
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine) == CCOIP_ERR_INVALID);
+    memmove(nine + 39 + 16, nine + 39 + 18, sizeof nine - 39 - 18); /* without the 9th index */
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, nine, sizeof nine - 2) == CCOIP_OK);
     uint8_t srcs[] = {0, Z16, 0, 0, 0, 0, 0, 0, /* no fetches */ 0, 0, 0, 0, 0, 0, 0, 65};
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, srcs, sizeof srcs) == CCOIP_ERR_TOO_LARGE);
@@ -173,8 +190,9 @@ static void test_malformed(void) {
     trailing[sizeof sync] = 0;
     CHECK(decode(CCOIP_PKT_C2M_SHARED_STATE_SYNC, trailing, sizeof trailing) == CCOIP_ERR_INVALID);
     /* RESULT: status 9; DONE: ok 2; HEADER: status 3. */
-    uint8_t res[31] = {CCOIP_SS_MIXED + 1}; /* status, revision, expected, empty detail, no fetches, clients,
-                                               sources */
+    uint8_t res[38] = {CCOIP_SS_MIXED + 1}; /* status, revision, expected, empty detail, no fetches, clients,
+                                               sources, relay (IPv4, port) */
+    res[31] = 4;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_ERR_INVALID);
     res[0] = CCOIP_SS_MIXED;
     CHECK(decode(CCOIP_PKT_M2C_SHARED_STATE_RESULT, res, sizeof res) == CCOIP_OK);

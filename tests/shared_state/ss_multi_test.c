@@ -29,6 +29,13 @@
 #define RANGE (1ull << 20)       /* PCCL_SS_RANGE_BYTES */
 #define BIG ((80ull << 20) + 3)  /* over 64 MiB: the fetch logs progress lines */
 #define MBPS "16"                /* per serving connection */
+/* 3x in theory; under a sanitizer the instrumented copies and range hashes (both ends) of three
+ * connections at once take a good part of the 2 cores. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define MIN_RATIO 1.4
+#else
+#define MIN_RATIO 1.8
+#endif
 
 static const unsigned long long sizes[] = {0, 1, RANGE - 1, RANGE, RANGE + 1, 5, BIG};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -93,7 +100,7 @@ static void one_versus_three(h_proc_t **p, const char *log_a, const char *log_b)
     double ratio = (double) one / (double) (three > 0 ? three : 1);
     fprintf(stderr, "ss_multi_test: %llu bytes at %s MB/s per connection: fetched from one distributor in %lld ms, "
                     "from three in %lld ms (%.2fx faster)\n", total, MBPS, one, three, ratio);
-    CHECK(ratio > 1.8); /* 3x in theory */
+    CHECK(ratio > MIN_RATIO);
     REQUIRE(ss_cmd(p[3], line, sizeof line, "env PCCL_SS_MAX_SOURCES -") == 0);
 }
 

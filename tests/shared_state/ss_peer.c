@@ -9,6 +9,7 @@
  *   fill I SEED             -> "fill 0"           tensor I := pattern(SEED, I)
  *   env NAME VALUE          -> "env 0"            setenv (VALUE "-": unsetenv), for knobs read per call
  *   corrupt I               -> "corrupt 0"        flips one bit of tensor I
+ *   poke I OFFSET           -> "poke 0"           flips one bit of byte OFFSET of tensor I
  *   ineq I 0|1              -> "ineq 0"           its allow_content_inequality
  *   count I COUNT           -> "count 0"          resizes tensor I (zeros)
  *   rev R                   -> "rev R"
@@ -163,6 +164,9 @@ int main(int argc, char **argv) {
         } else if (sscanf(line, "corrupt %llu", &a) == 1 && a < ntensors && bytes_of(a) > 0) {
             ((unsigned char *) infos[a].data)[bytes_of(a) / 2] ^= 0x10;
             printf("corrupt 0\n");
+        } else if (sscanf(line, "poke %llu %llu", &a, &b) == 2 && a < ntensors && b < bytes_of(a)) {
+            ((unsigned char *) infos[a].data)[b] ^= 0x04;
+            printf("poke 0\n");
         } else if (sscanf(line, "ineq %llu %llu", &a, &b) == 2 && a < ntensors) {
             infos[a].allow_content_inequality = b != 0;
             printf("ineq 0\n");
