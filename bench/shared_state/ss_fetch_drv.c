@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A fetch of 1 GiB from one distributor's 100 Mbit/s uplink takes 90 s: answers may take long. */
+#define SS_T 600000
 #include "tests/shared_state/ss_util.h"
 
 #define HOSTS 6

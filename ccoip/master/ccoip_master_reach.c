@@ -56,8 +56,11 @@ static bool blind(const ccoip_mclient_t *a, const ccoip_mclient_t *b) {
 }
 
 bool ccoip_mreach_punched(const ccoip_mclient_t *from, const ccoip_mclient_t *to) {
-    return blind(from, to) && from->punch_tx_port != 0 && to->punch_rx_port != 0 && !from->punch_failed &&
-           !to->punch_failed;
+    /* Not on loopback: no NAT there, and a SYN is answered before the other end's can leave, so
+     * two dials never meet (peers there are unreachable only through an advertised port that
+     * nothing listens on, as tests do). */
+    return blind(from, to) && !from->loopback && from->punch_tx_port != 0 && to->punch_rx_port != 0 &&
+           !from->punch_failed && !to->punch_failed;
 }
 
 static bool relayed(const ccoip_mclient_t *from, const ccoip_mclient_t *to, bool relay) {

@@ -37,8 +37,8 @@ bool ccoip_mreach_same_host(const ccoip_mclient_t *a, const ccoip_mclient_t *b);
 void ccoip_mreach_dial_for(const ccoip_mclient_t *viewer, const ccoip_mclient_t *c, ccoip_inet_address_t *addr,
                            uint16_t *p2p, uint16_t *ss, uint16_t *bench);
 
-/* Whether the edge from -> to is punched: both ends unreachable (not one site), from's TX and
- * to's RX punch ports known, and no punch of either end failed yet. */
+/* Whether the edge from -> to is punched: both ends unreachable (not one site, not on loopback),
+ * from's TX and to's RX punch ports known, and no punch of either end failed yet. */
 bool ccoip_mreach_punched(const ccoip_mclient_t *from, const ccoip_mclient_t *to);
 
 /* The flag of the edge from -> to in the entry naming `to` in from's P2P_INFO

@@ -116,6 +116,9 @@ int main(void) {
         CHECK_EQ_U64(ccoip_mreach_rx_flags(ring[0], ring[1], relay), CCOIP_PEER_RX_PUNCHED);
         CHECK(strcmp(ccoip_mreach_edge_kind(ring[0], ring[1], relay), "punched") == 0);
     }
+    ring[0]->loopback = true; /* never on loopback: no NAT, and the two dials cannot meet */
+    CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
+    ring[0]->loopback = false;
     ring[1]->punch_failed = true;
     CHECK_EQ_U64(ccoip_mreach_tx_flags(ring[0], ring[1], true), CCOIP_PEER_TX_RELAYED);
     CHECK(strcmp(ccoip_mreach_edge_kind(ring[0], ring[1], true), "relayed") == 0);

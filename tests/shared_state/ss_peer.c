@@ -33,7 +33,7 @@
 #include "reduce/reduce_mem.h"
 #include "pccl.h"
 
-#define MAX_TENSORS 64
+#define MAX_TENSORS 160 /* GPT-2 124M has 148 */
 
 static pcclTensorInfo_t infos[MAX_TENSORS];
 static char names[MAX_TENSORS][16];
