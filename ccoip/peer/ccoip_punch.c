@@ -60,6 +60,8 @@ static bool map_one(pcclComm_t *comm, int which) {
 void ccoip_punch_map(pcclComm_t *comm) {
     const char *off = getenv("PCCL_PUNCH");
     if (off != NULL && strcmp(off, "0") == 0) return;
+    /* A master on loopback: no NAT between us, and the master never punches there. */
+    if (ccoip_address_is_loopback(&comm->params.master_address.inet)) return;
     if (!hold_ports(&comm->punch, comm->params.master_address.inet.protocol)) {
         LOG_DEBUG(MOD, "no punch ports on this platform: edges with other unreachable peers need the relay");
         return;

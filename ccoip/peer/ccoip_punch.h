@@ -29,8 +29,9 @@ struct pcclComm_t;
 /* No ports (before ccoip_punch_open). */
 void ccoip_punch_init(ccoip_punch_t *p);
 
-/* Holds two free ports (unless PCCL_PUNCH=0 or the platform cannot share ports) and tells the
- * master where they leave our NAT: one short connection from each, before JOIN or REJOIN.
+/* Holds two free ports (unless PCCL_PUNCH=0, the master is on loopback or the platform cannot
+ * share ports) and tells the master where they leave our NAT: one short connection from each,
+ * before JOIN or REJOIN.
  * Without ports or maps the master relays (or cannot link) our edges with other unreachable
  * peers; nothing else changes, so failures here are logged, never returned. */
 void ccoip_punch_map(struct pcclComm_t *comm);
