@@ -56,19 +56,7 @@ int main(int argc, char **argv) {
     topo_admit(all, 1, all + 1, NP - 1);
     CHECK(topo_ring_valid(all, NP));
 
-    char lines[NP][256];
-    int res[NP];
-    topo_send_all(all, NP, "optimize");
-    topo_read_all(all, NP, lines, res);
-    unsigned long long measured = 0;
-    for (int i = 0; i < NP; i++) {
-        unsigned long long m = 0;
-        sscanf(lines[i], "optimize %*d %llu", &m);
-        measured += m;
-        CHECK_EQ_U64(res[i], 0);
-    }
-    fprintf(stderr, "optimize: %llu directed pairs measured; %s\n", measured, lines[0]);
-    CHECK_EQ_U64(measured, NP * (NP - 1));
+    CHECK_EQ_U64(topo_optimize_all(all, NP), NP * (NP - 1));
     CHECK(topo_ring_valid(all, NP));
     CHECK(topo_allreduce(all, NP, 1 << 18, 2, NULL));
     for (int i = 0; i < NP; i++) topo_quit(&peers[i]);

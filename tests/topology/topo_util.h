@@ -50,6 +50,24 @@ static inline void topo_read_all(topo_peer_t **t, int n, char lines[][256], int 
     }
 }
 
+/* Every peer of t[0..n) calls pcclOptimizeTopology at once; each must return 0. Returns the
+ * measurements they made in all (topo_peer's "optimize RESULT MEASURED MS"). */
+static inline unsigned long long topo_optimize_all(topo_peer_t **t, int n) {
+    char lines[n][256];
+    int res[n];
+    topo_send_all(t, n, "optimize");
+    topo_read_all(t, n, lines, res);
+    unsigned long long sum = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned long long m = 0;
+        sscanf(lines[i], "optimize %*d %llu", &m);
+        sum += m;
+        CHECK_EQ_U64(res[i], 0);
+    }
+    fprintf(stderr, "optimize: %llu directed pairs measured; %s\n", sum, lines[0]);
+    return sum;
+}
+
 /* The accepted peers' pending vote, repeated until the master has registered a newcomer (it does
  * so a moment after the newcomer's connect); then a little more for the others started with it. */
 static inline void topo_await_pending(topo_peer_t **acc, int na) {
